@@ -1,0 +1,24 @@
+"""Install transformer_tf: `pip install -e .` (add `[test]` or `[bench]` for the extras)."""
+from setuptools import find_packages, setup
+
+CORE = [
+    "tensorflow==2.21.*",
+    "keras==3.15.*",
+    "tensorflow-text==2.21.*",
+    "tensorflow-datasets==4.9.*",
+    "sacrebleu==2.6.*",
+    "sentencepiece==0.2.*",
+    "tqdm",
+]
+TEST = ["pytest>=8", "pytest-timeout", "numpy"]
+BENCH = ["torch==2.13.0", "ctranslate2", "transformers", "psutil"]
+
+setup(
+    name="transformer_tf",
+    version="0.1.0",
+    description="The Transformer of 'Attention Is All You Need' in TensorFlow 2 / Keras 3",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["transformer_tf", "transformer_tf.*"]),
+    install_requires=CORE,
+    extras_require={"test": TEST, "bench": BENCH},
+)

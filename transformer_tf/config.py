@@ -1,0 +1,313 @@
+"""Configuration: one place for every knob, as dataclasses with named presets.
+
+The model knobs are those of Table 3 of the paper (N, d_model, d_ff, h, d_k, d_v,
+P_drop, eps_ls, position encoding) plus the choices the paper fixes but users vary
+(embedding sharing, post- or pre-norm, attention dropout). Every config serialises
+with `get_config()` / `from_config()` (plain JSON-able dicts) so models, schedules and
+training runs save and load.
+
+Special token ids are fixed for the whole project: the BPE model reserves them in this
+order (see `transformer_tf.data.bpe`) and the model masks `PAD_ID`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+NUM_SPECIAL_IDS = 4
+
+POSITION_ENCODINGS = ("sinusoidal", "learned")
+EMBEDDING_SHARING = ("all", "target", "none")
+NORM_POSITIONS = ("post", "pre")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and what is expected."""
+
+
+def _check(condition: bool, field: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(f"{field}: {message}")
+
+
+class _Serialisable:
+    """get_config / from_config / JSON helpers shared by the config dataclasses."""
+
+    def get_config(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ConfigError(
+                f"{cls.__name__}: unknown field(s) {unknown}; known fields are {sorted(known)}"
+            )
+        return cls(**config)
+
+    def replace(self, **changes):
+        """A copy with `changes` applied (and validated)."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ConfigError(f"{type(self).__name__}: unknown field(s) {unknown}")
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> str:
+        return json.dumps(self.get_config(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls.from_config(json.loads(text))
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig(_Serialisable):
+    """Shape and regularisation of the Transformer (paper section 3, Table 3).
+
+    Attributes:
+      vocab_size: source vocabulary size (also the target's when embeddings are shared).
+      target_vocab_size: target vocabulary size; None means the same as `vocab_size`.
+        Must equal `vocab_size` when `embedding_sharing == "all"`.
+      num_layers: N, the number of encoder layers.
+      num_decoder_layers: decoder layers; None means N.
+      d_model: width of every sub-layer output and of the embeddings.
+      d_ff: inner width of the position-wise feed-forward network.
+      num_heads: h, the number of attention heads.
+      key_dim: d_k per head; None means d_model // h.
+      value_dim: d_v per head; None means d_k.
+      dropout: P_drop, applied to each sub-layer output before the residual sum and to
+        the embedding + position sums.
+      attention_dropout: dropout on the attention weights (0 in the paper).
+      ffn_dropout: dropout after the ReLU of the FFN (0 in the paper).
+      label_smoothing: eps_ls (used by the loss; stored here as Table 3 lists it).
+      position_encoding: "sinusoidal" (section 3.5) or "learned" (Table 3 row E).
+      max_position: largest position the model can encode (source and target lengths
+        must not exceed it); also the size of the learned position table.
+      embedding_sharing: "all" (source, target and pre-softmax share one matrix, section
+        3.4), "target" (target embedding shared with the pre-softmax weights only) or
+        "none".
+      norm_position: "post" (LayerNorm(x + Dropout(Sublayer(x))), the paper) or "pre"
+        (x + Dropout(Sublayer(LayerNorm(x))), with a final LayerNorm per stack).
+      layer_norm_epsilon: epsilon of every LayerNormalization.
+      scale_embeddings: multiply embeddings by sqrt(d_model) (section 3.4).
+    """
+
+    vocab_size: int = 37000
+    target_vocab_size: int | None = None
+    num_layers: int = 6
+    num_decoder_layers: int | None = None
+    d_model: int = 512
+    d_ff: int = 2048
+    num_heads: int = 8
+    key_dim: int | None = None
+    value_dim: int | None = None
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    ffn_dropout: float = 0.0
+    label_smoothing: float = 0.1
+    position_encoding: str = "sinusoidal"
+    max_position: int = 1024
+    embedding_sharing: str = "all"
+    norm_position: str = "post"
+    layer_norm_epsilon: float = 1e-6
+    scale_embeddings: bool = True
+
+    def __post_init__(self):
+        def positive_int(name):
+            value = getattr(self, name)
+            _check(
+                isinstance(value, int) and not isinstance(value, bool) and value > 0,
+                name,
+                f"expected a positive integer, got {value!r}",
+            )
+
+        for name in ("vocab_size", "num_layers", "d_model", "d_ff", "num_heads", "max_position"):
+            positive_int(name)
+        for name in ("target_vocab_size", "num_decoder_layers", "key_dim", "value_dim"):
+            if getattr(self, name) is not None:
+                positive_int(name)
+        _check(
+            self.vocab_size > NUM_SPECIAL_IDS,
+            "vocab_size",
+            f"must exceed the {NUM_SPECIAL_IDS} reserved ids (pad, unk, bos, eos), "
+            f"got {self.vocab_size}",
+        )
+        if self.key_dim is None:
+            _check(
+                self.d_model % self.num_heads == 0,
+                "num_heads",
+                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}; "
+                "choose h dividing d_model or set key_dim explicitly",
+            )
+        for name in ("dropout", "attention_dropout", "ffn_dropout", "label_smoothing"):
+            value = getattr(self, name)
+            _check(
+                isinstance(value, (int, float)) and 0.0 <= value < 1.0,
+                name,
+                f"expected a probability in [0, 1), got {value!r}",
+            )
+        _check(
+            self.position_encoding in POSITION_ENCODINGS,
+            "position_encoding",
+            f"expected one of {POSITION_ENCODINGS}, got {self.position_encoding!r}",
+        )
+        _check(
+            self.embedding_sharing in EMBEDDING_SHARING,
+            "embedding_sharing",
+            f"expected one of {EMBEDDING_SHARING}, got {self.embedding_sharing!r}",
+        )
+        _check(
+            self.norm_position in NORM_POSITIONS,
+            "norm_position",
+            f"expected one of {NORM_POSITIONS}, got {self.norm_position!r}",
+        )
+        if self.embedding_sharing == "all" and self.target_vocab_size is not None:
+            _check(
+                self.target_vocab_size == self.vocab_size,
+                "target_vocab_size",
+                f"embedding_sharing='all' needs one shared vocabulary, but "
+                f"vocab_size={self.vocab_size} and target_vocab_size={self.target_vocab_size}",
+            )
+        _check(self.layer_norm_epsilon > 0, "layer_norm_epsilon", "must be positive")
+
+    # Resolved values: the defaults the paper implies.
+    @property
+    def resolved_target_vocab_size(self) -> int:
+        return self.target_vocab_size or self.vocab_size
+
+    @property
+    def resolved_num_decoder_layers(self) -> int:
+        return self.num_decoder_layers or self.num_layers
+
+    @property
+    def resolved_key_dim(self) -> int:
+        return self.key_dim or self.d_model // self.num_heads
+
+    @property
+    def resolved_value_dim(self) -> int:
+        return self.value_dim or self.resolved_key_dim
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig(_Serialisable):
+    """Optimisation and batching (paper section 5).
+
+    Attributes:
+      warmup_steps: warm-up of the learning-rate schedule (paper: 4000).
+      learning_rate_scale: factor on d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
+      adam_beta_1, adam_beta_2, adam_epsilon: Adam's constants (paper: 0.9, 0.98, 1e-9).
+      tokens_per_batch: global token budget of a batch, per side, counting padding
+        (paper: about 25,000 source and 25,000 target tokens).
+      max_length: longest source or target (in BPE tokens, eos/bos included) kept for
+        training; longer pairs are dropped and counted.
+      gradient_accumulation_steps: optimizer steps accumulate this many batches.
+      clip_norm: global gradient-norm clip; None disables.
+      checkpoint_every_minutes: checkpoint period (paper: 10).
+      keep_checkpoints: how many recent checkpoints to keep.
+      average_last: how many final checkpoints to average (paper: 5 base, 20 big).
+      seed: seed for weights, dropout and data shuffling.
+    """
+
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    adam_beta_1: float = 0.9
+    adam_beta_2: float = 0.98
+    adam_epsilon: float = 1e-9
+    tokens_per_batch: int = 25000
+    max_length: int = 256
+    gradient_accumulation_steps: int = 1
+    clip_norm: float | None = None
+    checkpoint_every_minutes: float = 10.0
+    keep_checkpoints: int = 20
+    average_last: int = 5
+    seed: int = 1234
+
+    def __post_init__(self):
+        for name in ("warmup_steps", "tokens_per_batch", "max_length",
+                     "gradient_accumulation_steps", "keep_checkpoints", "average_last"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value > 0, name,
+                   f"expected a positive integer, got {value!r}")
+        _check(self.learning_rate_scale > 0, "learning_rate_scale", "must be positive")
+        _check(0 <= self.adam_beta_1 < 1, "adam_beta_1", "expected a value in [0, 1)")
+        _check(0 <= self.adam_beta_2 < 1, "adam_beta_2", "expected a value in [0, 1)")
+        _check(self.adam_epsilon > 0, "adam_epsilon", "must be positive")
+        _check(self.clip_norm is None or self.clip_norm > 0, "clip_norm",
+               "must be positive or None")
+        _check(self.checkpoint_every_minutes > 0, "checkpoint_every_minutes", "must be positive")
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodingConfig(_Serialisable):
+    """Beam search as the paper ran it (section 6.1).
+
+    Attributes:
+      beam_size: hypotheses kept per sentence (paper: 4); 1 is greedy.
+      alpha: GNMT length penalty exponent, ((5 + len) / 6) ** alpha (paper: 0.6).
+      max_extra_length: output may be at most input length + this (paper: 50).
+    """
+
+    beam_size: int = 4
+    alpha: float = 0.6
+    max_extra_length: int = 50
+
+    def __post_init__(self):
+        _check(isinstance(self.beam_size, int) and self.beam_size > 0, "beam_size",
+               f"expected a positive integer, got {self.beam_size!r}")
+        _check(self.alpha >= 0, "alpha", f"expected a non-negative number, got {self.alpha!r}")
+        _check(isinstance(self.max_extra_length, int) and self.max_extra_length >= 0,
+               "max_extra_length", f"expected a non-negative integer, got {self.max_extra_length!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A named bundle of model, training and decoding settings."""
+
+    model: ModelConfig
+    training: TrainingConfig
+    decoding: DecodingConfig = DecodingConfig()
+
+
+def _presets() -> dict[str, Preset]:
+    base = ModelConfig(num_layers=6, d_model=512, d_ff=2048, num_heads=8, dropout=0.1)
+    return {
+        # For unit tests: a few thousand parameters, fast to build and run.
+        "tiny": Preset(
+            model=ModelConfig(vocab_size=64, num_layers=2, d_model=16, d_ff=32, num_heads=2,
+                              dropout=0.1, max_position=128),
+            training=TrainingConfig(warmup_steps=100, tokens_per_batch=512, max_length=64,
+                                    checkpoint_every_minutes=1.0, keep_checkpoints=5,
+                                    average_last=2),
+        ),
+        # Multi30k on a 2-core CPU: ~30k sentences, 8k shared BPE vocabulary.
+        "multi30k": Preset(
+            model=ModelConfig(vocab_size=8000, num_layers=3, d_model=256, d_ff=1024,
+                              num_heads=4, dropout=0.1, max_position=256),
+            training=TrainingConfig(warmup_steps=2000, learning_rate_scale=1.0,
+                                    tokens_per_batch=4096, max_length=128,
+                                    checkpoint_every_minutes=5.0, keep_checkpoints=10,
+                                    average_last=5),
+        ),
+        "base": Preset(model=base, training=TrainingConfig(average_last=5)),
+        "big": Preset(
+            model=base.replace(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
+            training=TrainingConfig(average_last=20),
+        ),
+    }
+
+
+PRESET_NAMES = ("tiny", "multi30k", "base", "big")
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called `name` (one of PRESET_NAMES)."""
+    presets = _presets()
+    if name not in presets:
+        raise ConfigError(f"preset: unknown preset {name!r}; choose one of {PRESET_NAMES}")
+    return presets[name]
