@@ -1,0 +1,72 @@
+"""One decoder layer: masked self-attention, encoder-decoder attention, feed-forward."""
+import keras
+
+from transformer_tf.layers.encoder_layer import EncoderLayer, attention_layer
+from transformer_tf.layers.residual import ResidualConnection
+
+
+@keras.saving.register_keras_serializable(package="transformer_tf")
+class DecoderLayer(EncoderLayer):
+    """x -> Residual(masked SelfAttention) -> Residual(CrossAttention) -> Residual(FFN).
+
+    Takes the encoder layer's arguments (see `EncoderLayer`) and adds the
+    encoder-decoder attention between its two sub-layers.
+
+    Call arguments:
+      x: [batch, target_length, d_model] (target_length = 1 when decoding step by step).
+      encoder_output: [batch, source_length, d_model]; unused when `cache` holds the
+        encoder keys/values.
+      self_attention_mask: bool [batch, target_length, target_length or max_length].
+      cross_attention_mask: bool [batch, target_length, source_length].
+      cache: None for a full (teacher-forced) pass, or a dict with "self_key",
+        "self_value" ([batch, max_length, heads, d_k|d_v]) and "cross_key", "cross_value"
+        ([batch, source_length, heads, d_k|d_v]).
+      step: int scalar; with a cache, the position of x's first element.
+      training: enables dropout.
+
+    Returns:
+      [batch, target_length, d_model], and the updated cache when one was given.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        policy = self.dtype_policy
+        self.cross_attention = attention_layer(
+            "cross_attention", self.num_heads, self.key_dim, self.value_dim,
+            self.attention_dropout, policy)
+        self.cross_attention_residual = ResidualConnection(
+            self.norm_position, self.dropout, self.layer_norm_epsilon,
+            name="cross_attention_residual", dtype=policy)
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.cross_attention.build(input_shape, input_shape)
+        self.cross_attention_residual.build(input_shape)
+
+    def call(self, x, encoder_output, self_attention_mask, cross_attention_mask,
+             cache=None, step=None, training=None):
+        h = self.self_attention_residual.sublayer_input(x)
+        if cache is None:
+            y = self.self_attention(h, h, attention_mask=self_attention_mask, training=training)
+        else:
+            y, (self_key, self_value) = self.self_attention(
+                h, h, attention_mask=self_attention_mask,
+                cache=(cache["self_key"], cache["self_value"]), cache_update_index=step,
+                training=training)
+            cache = {**cache, "self_key": self_key, "self_value": self_value}
+        x = self.self_attention_residual(x, y, training=training)
+
+        h = self.cross_attention_residual.sublayer_input(x)
+        if cache is None:
+            y = self.cross_attention(h, encoder_output, attention_mask=cross_attention_mask,
+                                     training=training)
+        else:
+            y, _ = self.cross_attention(
+                h, attention_mask=cross_attention_mask,
+                cache=(cache["cross_key"], cache["cross_value"]), training=training)
+        x = self.cross_attention_residual(x, y, training=training)
+
+        h = self.feed_forward_residual.sublayer_input(x)
+        y = self.feed_forward(h, training=training)
+        x = self.feed_forward_residual(x, y, training=training)
+        return x if cache is None else (x, cache)

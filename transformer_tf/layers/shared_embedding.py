@@ -1,0 +1,49 @@
+"""Token embeddings that double as the pre-softmax projection (paper section 3.4)."""
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="transformer_tf")
+class SharedEmbedding(keras.layers.Layer):
+    """Embedding matrix W [vocab_size, d_model] used both ways.
+
+    - `call(ids)`: W[ids] * sqrt(d_model) (the scaling of section 3.4 when `scale`).
+    - `logits(x)`: x @ W^T, the pre-softmax linear transformation sharing W; float32.
+
+    Initialised N(0, d_model^-0.5) so that the scaled embeddings have unit variance,
+    like the sinusoidal encodings they are added to.
+
+    Args:
+      vocab_size: number of token ids.
+      d_model: embedding width.
+      scale: multiply looked-up embeddings by sqrt(d_model).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, scale: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.scale = scale
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+        )
+
+    def call(self, ids):
+        """ids: int [batch, length] -> [batch, length, d_model] in the compute dtype."""
+        vectors = tf.gather(tf.cast(self.embeddings, self.compute_dtype), ids)
+        if self.scale:
+            vectors *= tf.cast(self.d_model**0.5, self.compute_dtype)
+        return vectors
+
+    def logits(self, x):
+        """x: [batch, length, d_model] -> float32 logits [batch, length, vocab_size]."""
+        weights = tf.cast(self.embeddings, self.compute_dtype)
+        return tf.cast(tf.matmul(x, weights, transpose_b=True), tf.float32)
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "d_model": self.d_model, "scale": self.scale}

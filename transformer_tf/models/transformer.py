@@ -1,0 +1,264 @@
+"""The Transformer encoder-decoder (paper section 3, Figure 1) as a keras.Model."""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from transformer_tf.config import PAD_ID, ModelConfig
+from transformer_tf.layers.decoder_layer import DecoderLayer
+from transformer_tf.layers.encoder_layer import EncoderLayer
+from transformer_tf.layers.masks import attention_mask, padding_mask
+from transformer_tf.layers.position_encoding import (
+    LearnedPositionEmbedding,
+    SinusoidalPositionEncoding,
+)
+from transformer_tf.layers.shared_embedding import SharedEmbedding
+
+
+@keras.saving.register_keras_serializable(package="transformer_tf")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer for translation.
+
+    Args:
+      config: a `ModelConfig` (or its `get_config()` dict).
+
+    Call arguments:
+      inputs: a pair (source_ids int [batch, source_length],
+        target_input_ids int [batch, target_length]), padded with PAD_ID; the target
+        input starts with BOS (teacher forcing).
+      training: enables dropout.
+
+    Returns:
+      float32 logits [batch, target_length, target_vocab_size]; position t predicts
+      the target token after target_input_ids[:, t].
+
+    Inference uses `encode`, `init_cache` and `decode_step` (one token at a time, with
+    the decoder self-attention cache and the encoder keys/values computed once).
+
+    Example:
+      >>> model = Transformer(get_preset("tiny").model)
+      >>> logits = model((source_ids, target_input_ids))
+    """
+
+    def __init__(self, config: ModelConfig | dict, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = ModelConfig.from_config(config)
+        self.config = config
+        c = config
+        policy = self.dtype_policy
+
+        self.source_embedding = SharedEmbedding(
+            c.vocab_size, c.d_model, c.scale_embeddings, name="source_embedding", dtype=policy)
+        if c.embedding_sharing == "all":
+            self.target_embedding = self.source_embedding
+        else:
+            self.target_embedding = SharedEmbedding(
+                c.resolved_target_vocab_size, c.d_model, c.scale_embeddings,
+                name="target_embedding", dtype=policy)
+        if c.embedding_sharing == "none":
+            self.output_projection = SharedEmbedding(
+                c.resolved_target_vocab_size, c.d_model, False, name="output_projection",
+                dtype=policy)
+        else:
+            self.output_projection = self.target_embedding
+
+        if c.position_encoding == "sinusoidal":
+            self.source_positions = SinusoidalPositionEncoding(
+                c.max_position, name="position_encoding", dtype=policy)
+            self.target_positions = self.source_positions
+        else:
+            self.source_positions = LearnedPositionEmbedding(
+                c.max_position, c.d_model, name="source_positions", dtype=policy)
+            self.target_positions = LearnedPositionEmbedding(
+                c.max_position, c.d_model, name="target_positions", dtype=policy)
+        self.source_dropout = keras.layers.Dropout(c.dropout, name="source_dropout", dtype=policy)
+        self.target_dropout = keras.layers.Dropout(c.dropout, name="target_dropout", dtype=policy)
+
+        layer_args = dict(
+            d_model=c.d_model, d_ff=c.d_ff, num_heads=c.num_heads, key_dim=c.resolved_key_dim,
+            value_dim=c.resolved_value_dim, dropout=c.dropout,
+            attention_dropout=c.attention_dropout, ffn_dropout=c.ffn_dropout,
+            norm_position=c.norm_position, layer_norm_epsilon=c.layer_norm_epsilon,
+            dtype=policy,
+        )
+        # One attribute per layer (not a list): Keras' tracked lists are invisible to
+        # tf.train.Checkpoint, which the training checkpoints and averaging rely on.
+        for i in range(c.num_layers):
+            setattr(self, f"encoder_layer_{i}", EncoderLayer(**layer_args, name=f"encoder_layer_{i}"))
+        for i in range(c.resolved_num_decoder_layers):
+            setattr(self, f"decoder_layer_{i}", DecoderLayer(**layer_args, name=f"decoder_layer_{i}"))
+        # Pre-norm stacks end with a LayerNorm (their residual stream is never normalised).
+        self.encoder_final_norm = self.decoder_final_norm = None
+        if c.norm_position == "pre":
+            self.encoder_final_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, name="encoder_final_norm", dtype=policy)
+            self.decoder_final_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, name="decoder_final_norm", dtype=policy)
+
+    @property
+    def encoder_layers(self) -> list[EncoderLayer]:
+        return [getattr(self, f"encoder_layer_{i}") for i in range(self.config.num_layers)]
+
+    @property
+    def decoder_layers(self) -> list[DecoderLayer]:
+        return [getattr(self, f"decoder_layer_{i}")
+                for i in range(self.config.resolved_num_decoder_layers)]
+
+    # ------------------------------------------------------------------ building
+    def build(self, input_shape=None):
+        d = self.config.d_model
+        hidden = (None, None, d)
+        for layer in {id(l): l for l in (self.source_embedding, self.target_embedding,
+                                         self.output_projection)}.values():
+            layer.build()
+        for positions in (self.source_positions, self.target_positions):
+            positions.build(hidden)
+        for layer in self.encoder_layers + self.decoder_layers:
+            layer.build(hidden)
+        for norm in (self.encoder_final_norm, self.decoder_final_norm):
+            if norm is not None:
+                norm.build(hidden)
+        self.built = True
+
+    # ------------------------------------------------------------------ checks
+    def _check_ids(self, ids, vocab_size, name):
+        """Rank, range and length checks with messages that say what was expected."""
+        if ids.shape.rank is not None and ids.shape.rank != 2:
+            raise ValueError(
+                f"{name}: expected token ids of shape [batch, length], got shape {ids.shape}")
+        if not ids.dtype.is_integer:
+            raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype.name}")
+        ids = tf.cast(ids, tf.int32)
+        checks = [
+            tf.debugging.assert_non_negative(
+                ids, message=f"{name}: token ids must be >= 0"),
+            tf.debugging.assert_less(
+                ids, vocab_size,
+                message=f"{name}: token ids must be < vocabulary size {vocab_size}"),
+            tf.debugging.assert_less_equal(
+                tf.shape(ids)[1], self.config.max_position,
+                message=f"{name}: length exceeds max_position={self.config.max_position}"),
+        ]
+        with tf.control_dependencies(checks):
+            return tf.identity(ids)
+
+    # ------------------------------------------------------------------ training pass
+    def call(self, inputs, training=None):
+        if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
+            raise ValueError(
+                "Transformer expects inputs (source_ids, target_input_ids), got "
+                f"{type(inputs).__name__}")
+        source_ids, target_input_ids = inputs
+        source_ids = self._check_ids(source_ids, self.config.vocab_size, "source_ids")
+        target_input_ids = self._check_ids(
+            target_input_ids, self.config.resolved_target_vocab_size, "target_input_ids")
+        source_shape, target_shape = source_ids.shape, target_input_ids.shape
+        if (source_shape[0] is not None and target_shape[0] is not None
+                and source_shape[0] != target_shape[0]):
+            raise ValueError(
+                f"source_ids and target_input_ids must have the same batch size, got "
+                f"{source_shape[0]} and {target_shape[0]}")
+        encoder_output, source_valid = self.encode(source_ids, training=training)
+        return self.decode(target_input_ids, encoder_output, source_valid, training=training)
+
+    def encode(self, source_ids, training=False):
+        """Encoder stack.
+
+        Args:
+          source_ids: int [batch, source_length], PAD_ID-padded.
+
+        Returns:
+          (encoder_output [batch, source_length, d_model], source_valid bool
+          [batch, source_length] True at real tokens).
+        """
+        source_valid = padding_mask(source_ids, PAD_ID)
+        x = self.source_embedding(source_ids)
+        x = self.source_dropout(x + self.source_positions(x), training=training)
+        mask = attention_mask(source_valid, source_valid)  # (batch, 1, source)
+        for layer in self.encoder_layers:
+            x = layer(x, attention_mask=mask, training=training)
+        if self.encoder_final_norm is not None:
+            x = self.encoder_final_norm(x)
+        return x, source_valid
+
+    def decode(self, target_input_ids, encoder_output, source_valid, training=False):
+        """Decoder stack over a whole target prefix (teacher forcing).
+
+        Args:
+          target_input_ids: int [batch, target_length].
+          encoder_output: [batch, source_length, d_model].
+          source_valid: bool [batch, source_length].
+
+        Returns:
+          float32 logits [batch, target_length, target_vocab_size].
+        """
+        target_valid = padding_mask(target_input_ids, PAD_ID)
+        x = self.target_embedding(target_input_ids)
+        x = self.target_dropout(x + self.target_positions(x), training=training)
+        self_mask = attention_mask(target_valid, target_valid, causal=True)
+        cross_mask = source_valid[:, None, :]  # (batch, 1, source)
+        for layer in self.decoder_layers:
+            x = layer(x, encoder_output, self_mask, cross_mask, training=training)
+        return self._logits(x)
+
+    def _logits(self, x):
+        if self.decoder_final_norm is not None:
+            x = self.decoder_final_norm(x)
+        return self.output_projection.logits(x)
+
+    # ------------------------------------------------------------------ inference
+    def init_cache(self, encoder_output, source_valid, max_length):
+        """The decoding cache for sentences of at most `max_length` target positions.
+
+        Returns a dict whose tensors all lead with the batch dimension (so a beam search
+        can tile and reorder them): "source_valid" [batch, source_length] and per decoder
+        layer "self_key"/"self_value" zeros [batch, max_length, heads, d_k|d_v] and
+        "cross_key"/"cross_value" [batch, source_length, heads, d_k|d_v] computed once.
+        """
+        batch_size = tf.shape(encoder_output)[0]
+        layers = []
+        for layer in self.decoder_layers:
+            self_key, self_value = layer.self_attention.empty_cache(batch_size, max_length)
+            cross_key, cross_value = layer.cross_attention.project_key_value(encoder_output)
+            layers.append({"self_key": self_key, "self_value": self_value,
+                           "cross_key": cross_key, "cross_value": cross_value})
+        return {"source_valid": source_valid, "layers": layers}
+
+    def decode_step(self, ids, step, cache):
+        """One decoding step with the cache.
+
+        Args:
+          ids: int [batch], the token at position `step` (BOS at step 0).
+          step: int scalar, the position of `ids`.
+          cache: from `init_cache` or a previous step.
+
+        Returns:
+          (float32 logits [batch, target_vocab_size] for position step + 1, new cache).
+        """
+        ids = tf.cast(ids, tf.int32)[:, None]  # (batch, 1)
+        x = self.target_embedding(ids)
+        x = x + self.target_positions(x, offset=step)
+        max_length = tf.shape(cache["layers"][0]["self_key"])[1]
+        written = tf.range(max_length) <= step  # keys at positions 0..step exist
+        batch_size = tf.shape(ids)[0]
+        self_mask = tf.broadcast_to(written[None, None, :], [batch_size, 1, max_length])
+        cross_mask = cache["source_valid"][:, None, :]
+        new_layers = []
+        for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
+            x, layer_cache = layer(x, None, self_mask, cross_mask, cache=layer_cache, step=step)
+            new_layers.append(layer_cache)
+        logits = self._logits(x)[:, 0, :]
+        return logits, {**cache, "layers": new_layers}
+
+    # ------------------------------------------------------------------ serialisation
+    def get_config(self):
+        return {"config": self.config.get_config(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        model_config = config.pop("config")
+        config.pop("trainable", None)
+        config.pop("dtype", None)
+        return cls(model_config, **config)
