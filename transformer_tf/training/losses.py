@@ -1,0 +1,166 @@
+"""Label-smoothed cross-entropy summed over real target tokens (paper section 5.4).
+
+Every function here returns *sums* and a *count of real tokens*, never a mean: under
+`tf.distribute` each replica computes its own sums, and the train step divides the summed
+loss by the GLOBAL number of real target tokens (all-reduced across replicas). A mean of
+per-replica means, or a mean over padded positions, gives a different (wrong) gradient.
+
+Conventions
+-----------
+* Padding: positions whose label is `pad_id` (PAD_ID = 0) contribute nothing to any sum and
+  are not counted. Masks are explicit; Keras `_keras_mask`s are ignored.
+* Label smoothing (tensor2tensor convention, the code behind the paper's numbers): with
+  vocabulary size V and smoothing eps, the target distribution for a label y is
+
+      q(v) = 1 - eps            if v == y
+      q(v) = eps / (V - 1)      otherwise, for every other id -- the pad id included.
+
+  The pad id receives its eps/(V-1) share like any other token. That is what tensor2tensor
+  and fairseq do, it keeps q a simple function of (y, eps, V), and its effect is negligible
+  (eps/(V-1) ~ 3e-6 for V = 37000): the model learns to give padding a tiny probability,
+  which costs nothing because padding is never decoded. (The Annotated Transformer instead
+  zeroes q(pad) and spreads eps over V - 2 tokens.)
+* The value is the cross-entropy H(q, p) = -sum_v q(v) log p(v), not the KL divergence
+  KL(q || p) = H(q, p) - H(q) that tensor2tensor reports; they differ by the constant H(q)
+  (see `label_smoothing_entropy`), and have the same gradient. With eps = 0 it is the
+  ordinary negative log-likelihood.
+* Computation is in float32 whatever the logits' dtype (float16 / bfloat16 under mixed
+  precision): logits are cast before the log-softmax.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from transformer_tf.config import PAD_ID
+
+__all__ = [
+    "TokenLossSums",
+    "label_smoothed_cross_entropy",
+    "negative_log_likelihood",
+    "token_loss_sums",
+    "label_smoothing_entropy",
+]
+
+
+class TokenLossSums(NamedTuple):
+    """Per-batch sums over real (non-pad) target tokens; all float32 scalars.
+
+    Attributes:
+      loss_sum: sum of the label-smoothed cross-entropy, in nats.
+      nll_sum: sum of -log p(label), in nats (perplexity = exp(nll_sum / token_count)).
+      correct_count: number of real tokens whose argmax prediction equals the label.
+      token_count: number of real tokens (labels != pad_id).
+    """
+
+    loss_sum: tf.Tensor
+    nll_sum: tf.Tensor
+    correct_count: tf.Tensor
+    token_count: tf.Tensor
+
+
+def _log_probs_and_mask(labels, logits, pad_id):
+    """float32 log-softmax [B, T, V], label log-probs [B, T] and real-token mask [B, T]."""
+    labels = tf.convert_to_tensor(labels)
+    if not labels.dtype.is_integer:
+        raise TypeError(f"labels must be integer ids, got dtype {labels.dtype.name}")
+    logits = tf.cast(logits, tf.float32)                                  # (B, T, V)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)                        # (B, T, V)
+    label_log_probs = tf.gather(log_probs, tf.cast(labels, tf.int32), axis=-1,
+                                batch_dims=labels.shape.rank)            # (B, T)
+    mask = tf.cast(tf.not_equal(labels, tf.cast(pad_id, labels.dtype)), tf.float32)  # (B, T)
+    return log_probs, label_log_probs, mask
+
+
+def _smoothed_token_losses(log_probs, label_log_probs, label_smoothing):
+    """Per-position H(q, p), float32 [B, T] (padding not yet masked).
+
+    H(q, p) = -[(1 - eps) log p(y) + eps/(V-1) * sum_{v != y} log p(v)]
+            = -[(1 - eps - eps/(V-1)) log p(y) + eps/(V-1) * sum_v log p(v)]
+    """
+    eps = float(label_smoothing)
+    if eps == 0.0:
+        return -label_log_probs
+    vocab_size = tf.cast(tf.shape(log_probs)[-1], tf.float32)
+    off_value = eps / (vocab_size - 1.0)                                  # q(v), v != y
+    sum_log_probs = tf.reduce_sum(log_probs, axis=-1)                     # (B, T)
+    return -((1.0 - eps - off_value) * label_log_probs + off_value * sum_log_probs)
+
+
+def _check_smoothing(label_smoothing):
+    if not 0.0 <= float(label_smoothing) < 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+
+
+def label_smoothed_cross_entropy(labels, logits, label_smoothing: float = 0.1,
+                                 pad_id: int = PAD_ID):
+    """Summed label-smoothed cross-entropy over real target tokens.
+
+    Args:
+      labels: int tensor [B, T], target ids; `pad_id` marks padding.
+      logits: float tensor [B, T, V] (any float dtype; computed in float32).
+      label_smoothing: eps in [0, 1); q = 1 - eps on the label, eps/(V-1) on each other id.
+      pad_id: the padding id (positions with this label are ignored).
+
+    Returns:
+      (loss_sum, token_count): float32 scalars; loss_sum in nats, summed over real tokens;
+      token_count = number of labels != pad_id. The mean loss is
+      loss_sum / token_count with the count summed over ALL replicas.
+    """
+    _check_smoothing(label_smoothing)
+    log_probs, label_log_probs, mask = _log_probs_and_mask(labels, logits, pad_id)
+    losses = _smoothed_token_losses(log_probs, label_log_probs, label_smoothing)
+    return tf.reduce_sum(losses * mask), tf.reduce_sum(mask)
+
+
+def negative_log_likelihood(labels, logits, pad_id: int = PAD_ID):
+    """Summed -log p(label) over real target tokens (for perplexity).
+
+    Args:
+      labels: int tensor [B, T]; logits: float tensor [B, T, V]; pad_id: padding id.
+
+    Returns:
+      (nll_sum, token_count): float32 scalars; perplexity = exp(nll_sum / token_count).
+    """
+    return label_smoothed_cross_entropy(labels, logits, 0.0, pad_id)
+
+
+def token_loss_sums(labels, logits, label_smoothing: float = 0.1,
+                    pad_id: int = PAD_ID) -> TokenLossSums:
+    """Everything a train/test step needs from one log-softmax: loss, NLL, accuracy counts.
+
+    Args:
+      labels: int tensor [B, T]; `pad_id` marks padding.
+      logits: float tensor [B, T, V] (computed in float32).
+      label_smoothing: eps, as in `label_smoothed_cross_entropy`.
+      pad_id: padding id.
+
+    Returns:
+      A `TokenLossSums` of float32 scalars (sums over real tokens and their count).
+    """
+    _check_smoothing(label_smoothing)
+    log_probs, label_log_probs, mask = _log_probs_and_mask(labels, logits, pad_id)
+    losses = _smoothed_token_losses(log_probs, label_log_probs, label_smoothing)
+    predictions = tf.argmax(log_probs, axis=-1, output_type=tf.int32)     # (B, T)
+    correct = tf.cast(tf.equal(predictions, tf.cast(labels, tf.int32)), tf.float32)
+    return TokenLossSums(
+        loss_sum=tf.reduce_sum(losses * mask),
+        nll_sum=tf.reduce_sum(-label_log_probs * mask),
+        correct_count=tf.reduce_sum(correct * mask),
+        token_count=tf.reduce_sum(mask),
+    )
+
+
+def label_smoothing_entropy(label_smoothing: float, vocab_size: int) -> float:
+    """H(q) in nats: the smallest possible per-token label-smoothed cross-entropy.
+
+    H(q) = -(1 - eps) log(1 - eps) - eps log(eps / (V - 1))
+    Subtract it from the mean loss to get tensor2tensor's KL-style value (minimum 0).
+    """
+    eps = float(label_smoothing)
+    _check_smoothing(eps)
+    if eps == 0.0:
+        return 0.0
+    return -(1.0 - eps) * math.log(1.0 - eps) - eps * math.log(eps / (vocab_size - 1))
