@@ -1,0 +1,323 @@
+"""Greedy and beam search over a step function, in plain TensorFlow (no Keras, no model).
+
+The model side provides a step function
+
+    step_fn(ids, step, cache) -> (scores, new_cache)
+
+  ids:    int32 [B'], the token chosen at the previous position (`bos_id` at step 0).
+  step:   int32 scalar, the 0-based position being predicted (the decoder writes its
+          self-attention cache at index `step`).
+  cache:  any nested structure (dicts, lists, tuples) of tensors whose leading dimension
+          is B'. B' = batch for greedy search and batch * beam_size for beam search
+          (row b * beam_size + k is beam k of sentence b).
+  scores: float [B', V] logits or log-probabilities (any float dtype); the search applies
+          log_softmax itself, in float32, so both work and mixed precision is harmless.
+  new_cache must have the structure, dtypes and shapes of `cache`.
+
+Both searches run as one `tf.while_loop` with fixed shapes (outputs are allocated at
+`max_decode_length`), so they trace into a `tf.function`, a SavedModel and XLA
+(`jit_compile=True`) without Python work per step.
+
+Length conventions (shared by both searches):
+
+  * `max_lengths[b]` is the largest number of tokens sentence b may produce, EOS included
+    (the caller computes it, e.g. input length + max_extra_length). It is clipped to
+    [1, max_decode_length], so at least one token is always produced.
+  * A hypothesis ends when it produces `eos_id` (the EOS is part of its ids and counts in
+    its length) or when it reaches `max_lengths[b]` tokens without EOS (it is then cut there
+    and returned without EOS).
+  * Returned ids exclude BOS and are padded with `pad_id` after `lengths`.
+
+Beam search, precisely (this is what the tests check against brute force and a plain
+Python reference):
+
+  At each step every alive hypothesis is extended by every token of the vocabulary and
+  the `beam_size` best extensions by summed log-probability are kept (one top-k over the
+  flattened beam x vocabulary). Kept extensions ending in EOS, and at the sentence's last
+  allowed position all kept extensions, become finished with score
+  log P / lp(length), lp(n) = ((5 + n) / 6) ** alpha (GNMT; `length` counts the EOS); the
+  others stay alive. The `n_best` best finished hypotheses are kept. A sentence is done
+  when it reaches its maximum length, when it has no alive hypothesis left, or (with
+  `early_stopping`) when its n_best-th finished score is at least the best score any alive
+  hypothesis could still reach, max(alive log P) / lp(max_lengths[b]) (log-probabilities
+  only decrease and lp only grows, so this bound is exact and early stopping never changes
+  the result). Done sentences are frozen; the loop stops when every sentence is done.
+
+  A finished hypothesis uses its beam slot for the step it finishes in (the beam refills
+  from the remaining alive hypotheses at the next step). That choice makes beam_size=1
+  exactly greedy search: the single slot either continues with the arg-max token or
+  finishes with EOS.
+
+Work for done sentences is still computed (shapes are fixed, so rows cannot be dropped),
+but their outputs no longer change and they do not keep the loop running.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
+
+StepFn = Callable[[tf.Tensor, tf.Tensor, Any], "tuple[tf.Tensor, Any]"]
+
+_NEG_INF = float("-inf")
+
+
+class SearchResult(NamedTuple):
+    """What a search returns.
+
+    Attributes:
+      ids: int32 [batch, n_best, max_decode_length], best first; no BOS; EOS included where
+        produced; `pad_id` after `lengths`. Rows of invalid hypotheses (fewer than n_best
+        exist) are all `pad_id`.
+      scores: float32 [batch, n_best], descending. Beam search: log P / lp(length);
+        greedy search: log P. Invalid hypotheses score -inf.
+      lengths: int32 [batch, n_best], tokens produced (EOS included); 0 when invalid.
+      num_steps: int32 scalar, how many times the step function ran.
+    """
+
+    ids: tf.Tensor
+    scores: tf.Tensor
+    lengths: tf.Tensor
+    num_steps: tf.Tensor
+
+
+def length_penalty(lengths, alpha) -> tf.Tensor:
+    """GNMT length penalty ((5 + lengths) / 6) ** alpha, float32, shape of `lengths`."""
+    lengths = tf.cast(lengths, tf.float32)
+    return tf.pow((5.0 + lengths) / 6.0, tf.cast(alpha, tf.float32))
+
+
+def _static_or_dynamic_shape(x: tf.Tensor) -> list:
+    static = x.shape.as_list()
+    dynamic = tf.shape(x)
+    return [dim if dim is not None else dynamic[i] for i, dim in enumerate(static)]
+
+
+def tile_beams(x: tf.Tensor, beam_size: int) -> tf.Tensor:
+    """[B, ...] -> [B * beam_size, ...], row b * beam_size + k a copy of row b."""
+    x = tf.convert_to_tensor(x)
+    shape = _static_or_dynamic_shape(x)
+    tiled = tf.tile(tf.expand_dims(x, 1), [1, beam_size] + [1] * (len(shape) - 1))
+    batch = shape[0] * beam_size
+    return tf.reshape(tiled, [batch] + shape[1:])
+
+
+def _reorder_cache(cache, flat_indices: tf.Tensor):
+    """Gathers every cache tensor's rows [B * K, ...] by `flat_indices` [B * K]."""
+    return tf.nest.map_structure(lambda x: tf.gather(x, flat_indices, axis=0), cache)
+
+
+def _resolve_max_lengths(max_lengths, batch_size, max_decode_length):
+    """Returns (max_lengths int32 [batch] clipped to [1, L], L int or scalar tensor)."""
+    max_lengths = tf.convert_to_tensor(max_lengths, dtype=tf.int32)
+    if max_lengths.shape.rank not in (None, 0, 1):
+        raise ValueError(f"max_lengths must be a scalar or a vector, got shape {max_lengths.shape}")
+    if max_decode_length is None:
+        static = tf.get_static_value(max_lengths)
+        if static is not None:
+            max_decode_length = max(int(np.max(static)), 1)
+        else:
+            # Dynamic output size: fine in a tf.function, not under XLA.
+            max_decode_length = tf.maximum(tf.reduce_max(max_lengths), 1)
+    elif isinstance(max_decode_length, (int, np.integer)):
+        if max_decode_length < 1:
+            raise ValueError(f"max_decode_length must be positive, got {max_decode_length}")
+        max_decode_length = int(max_decode_length)
+    max_lengths = tf.broadcast_to(max_lengths, tf.reshape(batch_size, [1]))
+    max_lengths = tf.clip_by_value(max_lengths, 1, max_decode_length)
+    return max_lengths, max_decode_length
+
+
+def _log_probs(scores: tf.Tensor) -> tf.Tensor:
+    return tf.nn.log_softmax(tf.cast(scores, tf.float32), axis=-1)
+
+
+def greedy_search(
+    step_fn: StepFn,
+    initial_cache,
+    batch_size,
+    max_lengths,
+    eos_id: int = EOS_ID,
+    bos_id: int = BOS_ID,
+    max_decode_length: int | None = None,
+    pad_id: int = PAD_ID,
+) -> SearchResult:
+    """Greedy decoding: the arg-max token at every position, until EOS or the maximum length.
+
+    Args:
+      step_fn: `step_fn(ids [B], step, cache) -> (scores [B, V], cache)`; see the module doc.
+      initial_cache: nested structure of tensors with leading dimension `batch_size`.
+      batch_size: B, a Python int or an int32 scalar tensor.
+      max_lengths: int32 [B] or scalar, tokens allowed per sentence, EOS included; clipped
+        to [1, max_decode_length].
+      eos_id, bos_id, pad_id: special ids.
+      max_decode_length: static size L of the outputs (the length the cache was built for).
+        None: the static maximum of `max_lengths` when known, else its dynamic maximum
+        (which XLA cannot compile).
+
+    Returns:
+      A `SearchResult` with n_best = 1: ids [B, 1, L], scores [B, 1] (summed log-probs,
+      EOS included, no length penalty), lengths [B, 1], num_steps.
+    """
+    max_lengths, max_len = _resolve_max_lengths(max_lengths, batch_size, max_decode_length)
+    positions = tf.range(max_len)
+
+    def cond(step, done, *_):
+        return tf.logical_and(step < max_len, tf.logical_not(tf.reduce_all(done)))
+
+    def body(step, done, ids, log_prob, seq, lengths, cache):
+        scores, cache = step_fn(ids, step, cache)
+        # Rank log P(prefix) + log p(token) rather than log p(token): the same arithmetic
+        # as beam search, so beam_size=1 reproduces greedy even where rounding ties.
+        total = log_prob[:, None] + _log_probs(scores)  # [B, V]
+        top_score, top_token = tf.math.top_k(total, k=1)
+        top_score, token = top_score[:, 0], top_token[:, 0]
+        live = tf.logical_not(done)
+        write = tf.logical_and(live[:, None], positions[None, :] == step)  # [B, L]
+        seq = tf.where(write, token[:, None], seq)
+        log_prob = tf.where(live, top_score, log_prob)
+        lengths = tf.where(live, step + 1, lengths)
+        done = done | (token == eos_id) | (step + 1 >= max_lengths)
+        ids = tf.where(live, token, pad_id)
+        return step + 1, done, ids, log_prob, seq, lengths, cache
+
+    loop_vars = (
+        tf.constant(0, tf.int32),
+        tf.zeros([batch_size], tf.bool),
+        tf.fill([batch_size], tf.constant(bos_id, tf.int32)),
+        tf.zeros([batch_size], tf.float32),
+        tf.fill([batch_size, max_len], tf.constant(pad_id, tf.int32)),
+        tf.zeros([batch_size], tf.int32),
+        initial_cache,
+    )
+    step, _, _, log_prob, seq, lengths, _ = tf.while_loop(cond, body, loop_vars)
+    return SearchResult(
+        ids=seq[:, None, :],
+        scores=log_prob[:, None],
+        lengths=lengths[:, None],
+        num_steps=step,
+    )
+
+
+def beam_search(
+    step_fn: StepFn,
+    initial_cache,
+    batch_size,
+    beam_size: int,
+    max_lengths,
+    alpha=0.6,
+    eos_id: int = EOS_ID,
+    bos_id: int = BOS_ID,
+    n_best: int = 1,
+    max_decode_length: int | None = None,
+    pad_id: int = PAD_ID,
+    early_stopping: bool = True,
+) -> SearchResult:
+    """Beam search with the GNMT length penalty; see the module doc for the exact rules.
+
+    Args:
+      step_fn: `step_fn(ids [B*K], step, cache) -> (scores [B*K, V], cache)`; row
+        b * K + k is beam k of sentence b.
+      initial_cache: nested structure of tensors with leading dimension `batch_size` (one
+        row per sentence); the search tiles it to B * K rows and reorders it after every
+        step by the beams the survivors came from.
+      batch_size: B, a Python int or an int32 scalar tensor.
+      beam_size: K, a Python int >= 1.
+      max_lengths: int32 [B] or scalar, tokens allowed per sentence, EOS included; clipped
+        to [1, max_decode_length].
+      alpha: length-penalty exponent >= 0 (float or float32 scalar tensor); 0 ranks by
+        log P alone.
+      eos_id, bos_id, pad_id: special ids.
+      n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
+      max_decode_length: static size L of the outputs (the length the cache was built for).
+        None: the static maximum of `max_lengths` when known, else its dynamic maximum
+        (which XLA cannot compile).
+      early_stopping: stop a sentence once no alive hypothesis can beat its n-best finished
+        ones (exact: the result is the same either way, only faster).
+
+    Returns:
+      A `SearchResult`: ids [B, n_best, L], scores [B, n_best] (log P / lp(length)),
+      lengths [B, n_best], num_steps.
+    """
+    if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
+        raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
+    if not isinstance(n_best, (int, np.integer)) or not 1 <= n_best <= beam_size:
+        raise ValueError(f"n_best must be an integer in [1, beam_size={beam_size}], got {n_best!r}")
+    if isinstance(alpha, (int, float)) and alpha < 0:
+        raise ValueError(f"alpha must be non-negative (the early-stopping bound needs it), got {alpha}")
+    k, n = int(beam_size), int(n_best)
+    max_lengths, max_len = _resolve_max_lengths(max_lengths, batch_size, max_decode_length)
+    alpha = tf.cast(alpha, tf.float32)
+    positions = tf.range(max_len)
+    # Best score an alive hypothesis can still reach is log P / lp(max length).
+    max_length_penalty = length_penalty(max_lengths, alpha)  # [B]
+    row_offsets = tf.range(batch_size)[:, None] * k  # [B, 1]
+    # Only beam 0 is alive at the start, so step 0 expands BOS once instead of K times.
+    initial_alive = tf.tile(tf.constant([[0.0] + [_NEG_INF] * (k - 1)]), [batch_size, 1])
+
+    def cond(step, done, *_):
+        return tf.logical_and(step < max_len, tf.logical_not(tf.reduce_all(done)))
+
+    def body(step, done, ids, alive_log_prob, alive_seq, fin_seq, fin_score, fin_len, cache):
+        scores, cache = step_fn(ids, step, cache)
+        log_probs = _log_probs(scores)
+        vocab = tf.shape(log_probs)[-1]
+        log_probs = tf.reshape(log_probs, [batch_size, k, vocab])
+        total = alive_log_prob[:, :, None] + log_probs  # [B, K, V]
+        top_log_prob, top_index = tf.math.top_k(tf.reshape(total, [batch_size, k * vocab]), k=k)
+        beam = top_index // vocab  # [B, K], the parent beam of each survivor
+        token = top_index % vocab  # [B, K]
+        seq = tf.gather(alive_seq, beam, batch_dims=1)  # [B, K, L]
+        seq = tf.where(positions[None, None, :] == step, token[:, :, None], seq)
+
+        length = step + 1
+        at_max = length >= max_lengths  # [B]
+        finishing = (token == eos_id) | at_max[:, None]  # [B, K]
+        candidate_score = tf.where(
+            finishing, top_log_prob / length_penalty(length, alpha), _NEG_INF)
+
+        # Merge the new finished candidates into the n best so far (old ones win ties).
+        merged_score = tf.concat([fin_score, candidate_score], axis=1)  # [B, N + K]
+        merged_seq = tf.concat([fin_seq, seq], axis=1)  # [B, N + K, L]
+        merged_len = tf.concat([fin_len, tf.fill(tf.shape(candidate_score), length)], axis=1)
+        new_score, keep = tf.math.top_k(merged_score, k=n)  # [B, N]
+        frozen = done[:, None]
+        fin_score = tf.where(frozen, fin_score, new_score)
+        fin_len = tf.where(frozen, fin_len, tf.gather(merged_len, keep, batch_dims=1))
+        fin_seq = tf.where(
+            frozen[:, :, None], fin_seq, tf.gather(merged_seq, keep, batch_dims=1))
+
+        alive_log_prob = tf.where(finishing | frozen, _NEG_INF, top_log_prob)
+        cache = _reorder_cache(cache, tf.reshape(beam + row_offsets, [-1]))
+
+        best_alive = tf.reduce_max(alive_log_prob, axis=1)  # [B]
+        no_alive = tf.math.is_inf(best_alive)
+        done = done | at_max | no_alive
+        if early_stopping:
+            done = done | (fin_score[:, n - 1] >= best_alive / max_length_penalty)
+        ids = tf.reshape(token, [-1])
+        return step + 1, done, ids, alive_log_prob, seq, fin_seq, fin_score, fin_len, cache
+
+    loop_vars = (
+        tf.constant(0, tf.int32),
+        tf.zeros([batch_size], tf.bool),
+        tf.fill([batch_size * k], tf.constant(bos_id, tf.int32)),
+        initial_alive,
+        tf.fill([batch_size, k, max_len], tf.constant(pad_id, tf.int32)),
+        tf.fill([batch_size, n, max_len], tf.constant(pad_id, tf.int32)),
+        tf.fill([batch_size, n], tf.constant(_NEG_INF, tf.float32)),
+        tf.zeros([batch_size, n], tf.int32),
+        tf.nest.map_structure(lambda x: tile_beams(x, k), initial_cache),
+    )
+    step, _, _, _, _, fin_seq, fin_score, fin_len, _ = tf.while_loop(cond, body, loop_vars)
+
+    valid = tf.math.is_finite(fin_score)
+    return SearchResult(
+        ids=tf.where(valid[:, :, None], fin_seq, pad_id),
+        scores=fin_score,
+        lengths=tf.where(valid, fin_len, 0),
+        num_steps=step,
+    )
