@@ -1,0 +1,262 @@
+"""Shared BPE vocabulary: training with sentencepiece, tokenising in the graph with tf-text.
+
+One BPE model is trained on the training text of *both* languages (paper section 5.1: "a
+shared source-target vocabulary"), so the model can share one embedding matrix between
+encoder, decoder and pre-softmax layer.
+
+Reserved ids (fixed for the whole project, see `transformer_tf.config`):
+
+    0 = <pad> (PAD_ID)   1 = <unk> (UNK_ID)   2 = <s> (BOS_ID)   3 = </s> (EOS_ID)
+
+Normalisation (the default, `normalization="identity"`): sentencepiece's "identity" rule,
+i.e. no Unicode normalisation at all, plus removal of extra ASCII spaces (U+0020): leading
+and trailing spaces are dropped and runs of spaces become one space. Nothing else changes:
+tabs, no-break spaces, U+3000 etc. are ordinary characters. `normalize_text` implements
+exactly this in Python. With `byte_fallback=True` (the default) a character missing from the
+vocabulary is spelt with byte pieces <0x00>..<0xFF> instead of <unk>, so for *every* valid
+UTF-8 string
+
+    detokenize(tokenize(s)) == normalize_text(s).
+
+Invalid UTF-8 input is first repaired in the graph (each bad byte becomes U+FFFD), so
+arbitrary bytes fed to a serving signature never fail. The alternative rule "nmt_nfkc"
+(sentencepiece's default: NFKC plus NMT-specific clean-ups) is available but then the round
+trip only holds up to that normalisation (`normalize_text(s, "nmt_nfkc")` uses
+sentencepiece's own normaliser for it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import random
+import re
+from pathlib import Path
+from typing import Iterable
+
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from transformer_tf.config import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID, UNK_ID
+
+logger = logging.getLogger(__name__)
+
+NORMALIZATIONS = ("identity", "nmt_nfkc")
+_SPACES = re.compile(" +")
+
+
+@dataclasses.dataclass(frozen=True)
+class BpeOptions:
+    """How the shared BPE model is trained.
+
+    Attributes:
+      vocab_size: total number of pieces, including the 4 reserved ids and, with
+        `byte_fallback`, the 256 byte pieces.
+      normalization: "identity" (default; see the module docstring) or "nmt_nfkc".
+      byte_fallback: spell unknown characters as UTF-8 byte pieces instead of <unk>.
+      character_coverage: share of characters (by frequency) that get their own piece;
+        the rest fall back to bytes (or <unk> without byte fallback).
+      max_training_sentences: at most this many sentences (a seeded uniform sample over
+        both languages) train the model; 0 uses them all. Large corpora (WMT) need a cap.
+      seed: seed of that sample.
+      num_threads: sentencepiece trainer threads.
+    """
+
+    vocab_size: int = 8000
+    normalization: str = "identity"
+    byte_fallback: bool = True
+    character_coverage: float = 0.9999
+    max_training_sentences: int = 2_000_000
+    seed: int = 1234
+    num_threads: int = 2
+
+    def __post_init__(self):
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(
+                f"normalization: expected one of {NORMALIZATIONS}, got {self.normalization!r}"
+            )
+        minimum = NUM_SPECIAL_IDS + (256 if self.byte_fallback else 0) + 1
+        if self.vocab_size < minimum:
+            raise ValueError(
+                f"vocab_size: {self.vocab_size} is too small; it must be at least {minimum} "
+                f"({NUM_SPECIAL_IDS} reserved ids"
+                + (" + 256 byte pieces" if self.byte_fallback else "") + " + 1)"
+            )
+
+
+def normalize_text(text: str, normalization: str = "identity") -> str:
+    """The text as the tokenizer sees it: detokenize(tokenize(text)) returns exactly this.
+
+    "identity": strip leading/trailing U+0020 spaces and collapse runs of them to one.
+    "nmt_nfkc": sentencepiece's nmt_nfkc normaliser, with the same space handling.
+    """
+    if normalization == "identity":
+        return _SPACES.sub(" ", text).strip(" ")
+    if normalization == "nmt_nfkc":
+        normalizer = spm.SentencePieceNormalizer(rule_name="nmt_nfkc")
+        return normalizer.normalize(text)
+    raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
+
+
+def _sample(sentences: Iterable[str], limit: int, seed: int) -> list[str]:
+    """Reservoir sample of at most `limit` non-empty sentences (all of them if limit <= 0)."""
+    sentences = (s for s in sentences if s.strip(" "))
+    if limit <= 0:
+        return list(sentences)
+    rng = random.Random(seed)
+    reservoir: list[str] = []
+    for index, sentence in enumerate(sentences):
+        if index < limit:
+            reservoir.append(sentence)
+        else:
+            slot = rng.randint(0, index)
+            if slot < limit:
+                reservoir[slot] = sentence
+    return reservoir
+
+
+def train_bpe(sentences: Iterable[str], options: BpeOptions = BpeOptions()) -> bytes:
+    """Trains a BPE model on `sentences` (both languages mixed) and returns its proto.
+
+    Args:
+      sentences: the training text, one sentence per item (str).
+      options: vocabulary size, normalisation, sampling.
+
+    Returns:
+      The serialized sentencepiece ModelProto (bytes), to write to a `.model` file or to
+      pass to `BpeTokenizer`.
+    """
+    corpus = _sample(sentences, options.max_training_sentences, options.seed)
+    if not corpus:
+        raise ValueError("train_bpe: no non-empty training sentence")
+    logger.info("training a %d-piece BPE model on %d sentences", options.vocab_size, len(corpus))
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(corpus),
+        model_writer=model,
+        model_type="bpe",
+        vocab_size=options.vocab_size,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        pad_piece="<pad>",
+        unk_piece="<unk>",
+        bos_piece="<s>",
+        eos_piece="</s>",
+        normalization_rule_name=options.normalization,
+        remove_extra_whitespaces=True,
+        add_dummy_prefix=True,
+        byte_fallback=options.byte_fallback,
+        character_coverage=options.character_coverage,
+        num_threads=options.num_threads,
+        # The sample above already bounds the corpus; let sentencepiece take all of it.
+        input_sentence_size=0,
+        shuffle_input_sentence=False,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def python_processor(model_proto: bytes) -> spm.SentencePieceProcessor:
+    """A sentencepiece Python processor for the same model (for counting, tests, tools)."""
+    return spm.SentencePieceProcessor(model_proto=model_proto)
+
+
+class BpeTokenizer(tf.Module):
+    """In-graph tokenizer over a sentencepiece BPE model (tensorflow-text).
+
+    A `tf.Module`: attach it to a module that is exported with `tf.saved_model.save` and
+    the model proto travels inside the SavedModel (as an attribute of the tf-text op), so
+    the loaded SavedModel tokenizes raw text with no file beside it. Consumers of such a
+    SavedModel must `import tensorflow_text` first to register the ops.
+
+    Args:
+      model_proto: serialized sentencepiece ModelProto (the bytes of a `.model` file).
+      name: module name.
+
+    Attributes:
+      vocab_size: number of ids (Python int); ids are in [0, vocab_size).
+      model_proto: the serialized model (bytes).
+    """
+
+    def __init__(self, model_proto: bytes, name: str | None = "bpe_tokenizer"):
+        super().__init__(name=name)
+        processor = python_processor(model_proto)
+        specials = {
+            "pad": (processor.pad_id(), PAD_ID),
+            "unk": (processor.unk_id(), UNK_ID),
+            "bos": (processor.bos_id(), BOS_ID),
+            "eos": (processor.eos_id(), EOS_ID),
+        }
+        wrong = {k: got for k, (got, want) in specials.items() if got != want}
+        if wrong:
+            raise ValueError(
+                f"BPE model reserves the wrong special ids {wrong}; the project needs "
+                f"pad={PAD_ID}, unk={UNK_ID}, bos={BOS_ID}, eos={EOS_ID} (train it with train_bpe)"
+            )
+        self.model_proto = bytes(model_proto)
+        self.vocab_size = int(processor.get_piece_size())
+        self._sentencepiece = tf_text.SentencepieceTokenizer(
+            model=self.model_proto, out_type=tf.int32, add_bos=False, add_eos=False
+        )
+
+    @classmethod
+    def from_file(cls, path) -> "BpeTokenizer":
+        """Loads a `.model` file written by `save_model` (or by sentencepiece)."""
+        return cls(Path(path).read_bytes())
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """Text to ids.
+
+        Args:
+          strings: tf.string [N], any bytes (invalid UTF-8 becomes U+FFFD; "" gives []).
+
+        Returns:
+          tf.RaggedTensor int32 [N, None] of BPE ids, no BOS/EOS added.
+        """
+        repaired = tf.strings.unicode_transcode(
+            strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+        )
+        return self._sentencepiece.tokenize(repaired)
+
+    @tf.function(
+        input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1,
+                                             row_splits_dtype=tf.int64)]
+    )
+    def _detokenize_ragged(self, ids: tf.RaggedTensor) -> tf.Tensor:
+        keep = (ids != PAD_ID) & (ids != BOS_ID) & (ids != EOS_ID)
+        return self._sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
+
+    def detokenize(self, ids) -> tf.Tensor:
+        """Ids to text, ignoring PAD, BOS and EOS wherever they occur.
+
+        Args:
+          ids: int32/int64 [N, T] dense tensor (e.g. padded model output) or
+            RaggedTensor [N, None]. UNK (1) is rendered as " ⁇ ".
+
+        Returns:
+          tf.string [N].
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            ids = tf.cast(ids.with_row_splits_dtype(tf.int64), tf.int32)
+        else:
+            ids = tf.RaggedTensor.from_tensor(tf.cast(ids, tf.int32), row_splits_dtype=tf.int64)
+        return self._detokenize_ragged(ids)
+
+
+def save_model(model_proto: bytes, path) -> Path:
+    """Writes `model_proto` to `path` (a `.model` file) and a readable `.vocab` beside it.
+
+    Returns the path of the `.model` file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(model_proto)
+    processor = python_processor(model_proto)
+    with open(path.with_suffix(".vocab"), "w", encoding="utf-8") as vocab:
+        for piece_id in range(processor.get_piece_size()):
+            vocab.write(f"{processor.id_to_piece(piece_id)}\t{processor.get_score(piece_id)}\n")
+    return path

@@ -1,0 +1,300 @@
+"""Prepared data directories: checked plain-text corpora + shared BPE model + JSON description.
+
+`prepare_corpus(corpus, out_dir, ...)` does, in order:
+
+1. checks every split (equal line counts, valid UTF-8) -> `CorpusError` before anything
+   is written;
+2. copies the training pairs as plain text, dropping pairs with an empty side (empty
+   after `normalize_text`, i.e. nothing to tokenize);
+3. trains the shared BPE model on both sides of the kept training text;
+4. if `max_length` is given, drops training pairs whose source or target exceeds it
+   (BPE tokens + 1 for EOS / BOS, the lengths the model sees);
+5. copies valid and test unchanged (nothing is dropped from evaluation data);
+6. writes `prepared.json`. The numbers dropped are logged and recorded there.
+
+Layout of a prepared directory (all paths in the JSON are relative to it):
+
+    prepared.json
+    bpe.model, bpe.vocab         shared sentencepiece BPE model (+ readable vocabulary)
+    train.<src>, train.<tgt>     plain UTF-8, one sentence per line
+    valid.<src>, valid.<tgt>     (if the corpus has them)
+    test.<src>,  test.<tgt>
+
+`prepared.json`:
+
+    {
+      "format_version": 1,
+      "dataset": "multi30k",
+      "source_language": "en", "target_language": "de",
+      "vocab_size": 8000,
+      "special_ids": {"pad": 0, "unk": 1, "bos": 2, "eos": 3},
+      "bpe": {"model": "bpe.model", "vocab": "bpe.vocab", "model_type": "bpe",
+              "normalization": "identity", "remove_extra_whitespaces": true,
+              "byte_fallback": true, "character_coverage": 0.9999,
+              "max_training_sentences": 2000000, "seed": 1234, "sha256": "..."},
+      "splits": {"train": {"source": "train.en", "target": "train.de", "examples": 29000,
+                           "sha256": "..."}, "valid": {...}, "test": {...}},
+      "filtering": {"max_length": 256, "dropped_empty": 0, "dropped_too_long": 0},
+      "corpus_sha256": "...",            # of the input files (decompressed), in split order
+      "inputs": {"train": {"source": "/abs/train.en.gz", "target": "..."}, ...}
+    }
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from transformer_tf.data import bpe as bpe_lib
+from transformer_tf.data.corpora import SPLITS, ParallelCorpus, ParallelFiles
+from transformer_tf.data.textio import (
+    CorpusError,
+    iter_lines,
+    iter_parallel_lines,
+    sha256_of_files,
+    sha256_of_raw_file,
+)
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+METADATA_FILE = "prepared.json"
+BPE_FILE = "bpe.model"
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedData:
+    """A prepared data directory, as `load_prepared` reads it.
+
+    Attributes:
+      directory: the directory.
+      source_language, target_language: language codes.
+      vocab_size: size of the shared BPE vocabulary (ids 0..vocab_size-1).
+      splits: split name -> ParallelFiles (absolute paths of plain-text files).
+      metadata: the whole `prepared.json` as a dict.
+    """
+
+    directory: Path
+    source_language: str
+    target_language: str
+    vocab_size: int
+    splits: dict[str, ParallelFiles]
+    metadata: dict[str, Any]
+
+    @property
+    def bpe_model_path(self) -> Path:
+        return self.directory / self.metadata["bpe"]["model"]
+
+    @functools.cached_property
+    def tokenizer(self) -> bpe_lib.BpeTokenizer:
+        """The shared in-graph BpeTokenizer (built on first use)."""
+        return bpe_lib.BpeTokenizer.from_file(self.bpe_model_path)
+
+    @property
+    def normalization(self) -> str:
+        return self.metadata["bpe"]["normalization"]
+
+    def files(self, split: str) -> ParallelFiles:
+        """The (source, target) files of `split`; KeyError names the available splits."""
+        if split not in self.splits:
+            raise KeyError(f"{self.directory} has no split {split!r}; it has {sorted(self.splits)}")
+        return self.splits[split]
+
+    def num_examples(self, split: str) -> int:
+        return int(self.metadata["splits"][split]["examples"])
+
+
+def _write_pairs(pairs, files: ParallelFiles) -> int:
+    count = 0
+    with open(files.source, "w", encoding="utf-8") as source_out, \
+            open(files.target, "w", encoding="utf-8") as target_out:
+        for source, target in pairs:
+            source_out.write(source + "\n")
+            target_out.write(target + "\n")
+            count += 1
+    return count
+
+
+def _too_long_filter(processor, max_length: int, counter: dict, chunk: int = 8192):
+    """Generator transform dropping pairs whose BPE length + 1 exceeds max_length."""
+
+    def apply(pairs):
+        pairs = iter(pairs)
+        while True:
+            block = list(itertools.islice(pairs, chunk))
+            if not block:
+                return
+            sources = processor.encode([s for s, _ in block], num_threads=os.cpu_count() or 1)
+            targets = processor.encode([t for _, t in block], num_threads=os.cpu_count() or 1)
+            for pair, source_ids, target_ids in zip(block, sources, targets):
+                if len(source_ids) + 1 > max_length or len(target_ids) + 1 > max_length:
+                    counter["too_long"] += 1
+                else:
+                    yield pair
+
+    return apply
+
+
+def prepare_corpus(
+    corpus: ParallelCorpus,
+    out_dir,
+    bpe_options: bpe_lib.BpeOptions = bpe_lib.BpeOptions(),
+    max_length: int | None = None,
+) -> PreparedData:
+    """Checks `corpus`, trains the shared BPE model, writes a prepared directory.
+
+    Args:
+      corpus: the parallel corpus (needs a "train" split).
+      out_dir: output directory (created; existing prepared files are overwritten).
+      bpe_options: vocabulary size, normalisation, etc. of the BPE model.
+      max_length: drop training pairs longer than this many tokens per side (BPE tokens
+        + 1); None keeps all lengths. Valid and test are never filtered.
+
+    Returns:
+      The PreparedData, as `load_prepared(out_dir)` would return it.
+
+    Raises:
+      LineCountMismatchError, InvalidUtf8Error, CorpusError: bad input, before any output.
+    """
+    out_dir = Path(out_dir)
+    counts = {}
+    for split, files in corpus.splits.items():
+        counts[split] = files.check()
+        logger.info("%s: %d pairs in %s / %s", split, counts[split], files.source, files.target)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    src, tgt = corpus.source_language, corpus.target_language
+    normalize = functools.partial(bpe_lib.normalize_text, normalization=bpe_options.normalization)
+    dropped = {"empty": 0, "too_long": 0}
+
+    # 1. Training text without empty pairs.
+    def non_empty(pairs):
+        for source, target in pairs:
+            if normalize(source) and normalize(target):
+                yield source, target
+            else:
+                dropped["empty"] += 1
+
+    out = {split: ParallelFiles(out_dir / f"{split}.{src}", out_dir / f"{split}.{tgt}")
+           for split in corpus.splits}
+    train_in = corpus.splits["train"]
+    staged = ParallelFiles(out_dir / f".train.{src}.tmp", out_dir / f".train.{tgt}.tmp")
+    _write_pairs(non_empty(iter_parallel_lines(*train_in)), staged)
+
+    # 2. Shared BPE model on both sides.
+    both_sides = itertools.chain(iter_lines(staged.source), iter_lines(staged.target))
+    model_proto = bpe_lib.train_bpe(both_sides, bpe_options)
+    model_path = bpe_lib.save_model(model_proto, out_dir / BPE_FILE)
+    processor = bpe_lib.python_processor(model_proto)
+
+    # 3. Length filter.
+    pairs = iter_parallel_lines(*staged)
+    if max_length is not None:
+        pairs = _too_long_filter(processor, max_length, dropped)(pairs)
+    kept = _write_pairs(pairs, out["train"])
+    for path in staged:
+        path.unlink()
+    if dropped["empty"] or dropped["too_long"]:
+        logger.warning(
+            "dropped %d empty and %d over-long (> %s tokens) training pairs of %d; kept %d",
+            dropped["empty"], dropped["too_long"], max_length, counts["train"], kept,
+        )
+    else:
+        logger.info("kept all %d training pairs", kept)
+    if kept == 0:
+        raise CorpusError("no training pair left after dropping empty and over-long pairs")
+
+    # 4. Evaluation splits, unchanged.
+    examples = {"train": kept}
+    for split in SPLITS[1:]:
+        if split in corpus.splits:
+            examples[split] = _write_pairs(iter_parallel_lines(*corpus.splits[split]), out[split])
+
+    input_paths = [p for split in SPLITS if split in corpus.splits for p in corpus.splits[split]]
+    metadata = {
+        "format_version": FORMAT_VERSION,
+        "dataset": corpus.name,
+        "source_language": src,
+        "target_language": tgt,
+        "vocab_size": int(processor.get_piece_size()),
+        "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
+        "bpe": {
+            "model": model_path.name,
+            "vocab": model_path.with_suffix(".vocab").name,
+            "model_type": "bpe",
+            "normalization": bpe_options.normalization,
+            "remove_extra_whitespaces": True,
+            "byte_fallback": bpe_options.byte_fallback,
+            "character_coverage": bpe_options.character_coverage,
+            "max_training_sentences": bpe_options.max_training_sentences,
+            "seed": bpe_options.seed,
+            "sha256": sha256_of_raw_file(model_path),
+        },
+        "splits": {
+            split: {
+                "source": files.source.name,
+                "target": files.target.name,
+                "examples": examples[split],
+                "sha256": sha256_of_files(files),
+            }
+            for split, files in out.items()
+        },
+        "filtering": {
+            "max_length": max_length,
+            "dropped_empty": dropped["empty"],
+            "dropped_too_long": dropped["too_long"],
+        },
+        "corpus_sha256": sha256_of_files(input_paths),
+        "inputs": {
+            split: {"source": str(files.source.resolve()), "target": str(files.target.resolve())}
+            for split, files in corpus.splits.items()
+        },
+    }
+    (out_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    return load_prepared(out_dir)
+
+
+def load_prepared(directory) -> PreparedData:
+    """Reads a directory written by `prepare_corpus` (or `scripts/prepare_data.py`).
+
+    Raises:
+      CorpusError: no `prepared.json`, an unsupported format version, or missing files.
+    """
+    directory = Path(directory).resolve()
+    path = directory / METADATA_FILE
+    if not path.is_file():
+        raise CorpusError(
+            f"{directory} is not a prepared data directory (no {METADATA_FILE}); "
+            "create one with scripts/prepare_data.py"
+        )
+    metadata = json.loads(path.read_text())
+    if metadata.get("format_version") != FORMAT_VERSION:
+        raise CorpusError(
+            f"{path}: format_version {metadata.get('format_version')!r} is not supported "
+            f"(expected {FORMAT_VERSION}); prepare the data again"
+        )
+    expected_ids = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
+    if metadata["special_ids"] != expected_ids:
+        raise CorpusError(f"{path}: special ids {metadata['special_ids']} != {expected_ids}")
+    splits = {
+        split: ParallelFiles(directory / entry["source"], directory / entry["target"])
+        for split, entry in metadata["splits"].items()
+    }
+    missing = [str(p) for files in splits.values() for p in files if not p.is_file()]
+    if not (directory / metadata["bpe"]["model"]).is_file():
+        missing.append(str(directory / metadata["bpe"]["model"]))
+    if missing:
+        raise CorpusError(f"prepared data {directory} is missing files: {missing}")
+    return PreparedData(
+        directory=directory,
+        source_language=metadata["source_language"],
+        target_language=metadata["target_language"],
+        vocab_size=int(metadata["vocab_size"]),
+        splits=splits,
+        metadata=metadata,
+    )
