@@ -259,6 +259,63 @@ def prepare_corpus(
     return load_prepared(out_dir)
 
 
+DATASETS = ("multi30k", "wmt14", "files")
+
+
+def prepare_dataset(
+    dataset: str,
+    source_language: str,
+    target_language: str,
+    out_dir,
+    *,
+    bpe_options: bpe_lib.BpeOptions = bpe_lib.BpeOptions(),
+    max_length: int | None = None,
+    data_dir=None,
+    download: bool = True,
+    files: dict | None = None,
+) -> PreparedData:
+    """Prepares a named dataset into `out_dir` (what `scripts/prepare_data.py` runs).
+
+    Args:
+      dataset: "multi30k" (local copy under `data_dir` / $TRANSFORMER_TF_DATA, else
+        downloaded), "wmt14" (TFDS wmt14_translate/{de-en,fr-en}; `data_dir` is the TFDS
+        data directory) or "files" (`files` maps "train" / "valid" / "test" to
+        (source_path, target_path); "train" is required).
+      source_language, target_language: the translation direction.
+      out_dir: the prepared directory to write.
+      bpe_options, max_length: see `prepare_corpus`.
+      data_dir, download: where the corpus is, and whether it may be downloaded.
+    """
+    from transformer_tf.data import multi30k, wmt
+    from transformer_tf.data.corpora import text_file_corpus
+
+    out_dir = Path(out_dir)
+    staging = None
+    if dataset == "multi30k":
+        corpus = multi30k.multi30k_corpus(source_language, target_language, data_dir=data_dir,
+                                          download_if_missing=download)
+    elif dataset == "wmt14":
+        staging = out_dir / ".tfds_text"
+        corpus = wmt.write_tfds_corpus(wmt.wmt14_name(source_language, target_language),
+                                       source_language, target_language, staging,
+                                       data_dir=data_dir, download=download)
+    elif dataset == "files":
+        files = dict(files or {})
+        if files.get("train") is None:
+            raise CorpusError("dataset 'files' needs training files (source and target)")
+        corpus = text_file_corpus(source_language, target_language, files.get("train"),
+                                  files.get("valid"), files.get("test"))
+    else:
+        raise CorpusError(f"unknown dataset {dataset!r}; choose one of {DATASETS}")
+    try:
+        return prepare_corpus(corpus, out_dir, bpe_options, max_length)
+    finally:
+        if staging is not None:
+            for path in staging.glob("*"):
+                path.unlink()
+            staging.rmdir()
+
+
 def load_prepared(directory) -> PreparedData:
     """Reads a directory written by `prepare_corpus` (or `scripts/prepare_data.py`).
 
