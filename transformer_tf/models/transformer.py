@@ -13,10 +13,11 @@ from transformer_tf.layers.position_encoding import (
     SinusoidalPositionEncoding,
 )
 from transformer_tf.layers.shared_embedding import SharedEmbedding
+from transformer_tf.training.step import Seq2SeqTrainingMixin
 
 
 @keras.saving.register_keras_serializable(package="transformer_tf")
-class Transformer(keras.Model):
+class Transformer(Seq2SeqTrainingMixin, keras.Model):
     """Encoder-decoder Transformer for translation.
 
     Args:
@@ -32,6 +33,10 @@ class Transformer(keras.Model):
       float32 logits [batch, target_length, target_vocab_size]; position t predicts
       the target token after target_input_ids[:, t].
 
+    Training: `compile(optimizer)` then `fit` on ((source_ids, target_input_ids), labels);
+    the loss is built in (label-smoothed cross-entropy over real target tokens, see
+    `transformer_tf.training.step`), so no `loss=` is given to `compile`.
+
     Inference uses `encode`, `init_cache` and `decode_step` (one token at a time, with
     the decoder self-attention cache and the encoder keys/values computed once).
 
@@ -46,6 +51,7 @@ class Transformer(keras.Model):
             config = ModelConfig.from_config(config)
         self.config = config
         c = config
+        self._create_token_metrics()
         policy = self.dtype_policy
 
         self.source_embedding = SharedEmbedding(

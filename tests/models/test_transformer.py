@@ -1,0 +1,207 @@
+"""The Transformer model: sizes, masks, incremental decoding, serialisation, bad input."""
+import io
+import contextlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from transformer_tf.config import BOS_ID, PAD_ID, ModelConfig, get_preset
+from transformer_tf.layers.decoder_layer import DecoderLayer
+from transformer_tf.layers.encoder_layer import EncoderLayer
+from transformer_tf.layers.feed_forward import PositionwiseFeedForward
+from transformer_tf.layers.residual import ResidualConnection
+from transformer_tf.layers.shared_embedding import SharedEmbedding
+from transformer_tf.models.transformer import Transformer
+
+SMALL = ModelConfig(vocab_size=40, num_layers=3, d_model=24, d_ff=40, num_heads=4, max_position=64)
+VARIANTS = {
+    "paper": {},
+    "pre_norm_learned_unshared": dict(norm_position="pre", position_encoding="learned",
+                                      embedding_sharing="none", target_vocab_size=33),
+    "target_sharing_kv_dims": dict(embedding_sharing="target", target_vocab_size=35,
+                                   key_dim=5, value_dim=7, num_decoder_layers=2),
+}
+
+
+def independent_parameter_count(V, N, d, d_ff, h, d_k, d_v):
+    """Count from the paper's formulas: shared embedding, N encoder and N decoder layers."""
+    projections = d * h * d_k * 2 + d * h * d_v  # W^Q, W^K, W^V of all heads
+    projection_biases = h * d_k * 2 + h * d_v
+    attention = projections + projection_biases + h * d_v * d + d  # + W^O and its bias
+    ffn = d * d_ff + d_ff + d_ff * d + d  # W1, b1, W2, b2
+    layer_norm = 2 * d  # gain and bias
+    encoder = N * (attention + ffn + 2 * layer_norm)
+    decoder = N * (2 * attention + ffn + 3 * layer_norm)
+    return V * d + encoder + decoder  # one embedding matrix, shared three ways
+
+
+@pytest.mark.parametrize("name, paper_millions", [("base", 65), ("big", 213)])
+def test_parameter_counts_match_the_paper(name, paper_millions):
+    config = get_preset(name).model.replace(vocab_size=37000)
+    model = Transformer(config)
+    model.build()
+    expected = independent_parameter_count(37000, 6, config.d_model, config.d_ff,
+                                           config.num_heads, 64, 64)
+    assert model.count_params() == expected
+    assert abs(expected / 1e6 - paper_millions) / paper_millions < 0.04
+    summary = io.StringIO()
+    with contextlib.redirect_stdout(summary):
+        model.summary()
+    assert f"Total params: {expected:,}" in summary.getvalue()
+
+
+def random_batch(rng, config, source_lengths, target_lengths):
+    batch = len(source_lengths)
+    source = np.zeros((batch, max(source_lengths)), np.int32)
+    target = np.zeros((batch, max(target_lengths)), np.int32)
+    target_vocab = config.resolved_target_vocab_size
+    for b, (s, t) in enumerate(zip(source_lengths, target_lengths)):
+        source[b, :s] = rng.integers(4, config.vocab_size, s)
+        target[b, :t] = rng.integers(4, target_vocab, t)
+        target[b, 0] = BOS_ID
+    return source, target
+
+
+def test_extra_source_padding_changes_no_logit():
+    """Padding is PAD_ID; more of it (a longer padded batch) must not move any real logit."""
+    rng = np.random.default_rng(0)
+    model = Transformer(SMALL)
+    source, target = random_batch(rng, SMALL, [6, 3], [5, 4])
+    logits = model((source, target)).numpy()
+    padded_source = np.pad(source, [(0, 0), (0, 7)], constant_values=PAD_ID)
+    padded_target = np.pad(target, [(0, 0), (0, 3)], constant_values=PAD_ID)
+    padded_logits = model((padded_source, padded_target)).numpy()
+    np.testing.assert_allclose(padded_logits[0, :5], logits[0, :5], atol=1e-5)
+    np.testing.assert_allclose(padded_logits[1, :4], logits[1, :4], atol=1e-5)
+    # The second sentence alone equals the second sentence batched with a longer one.
+    alone = model((source[1:, :3], target[1:, :4])).numpy()
+    np.testing.assert_allclose(alone[0], logits[1, :4], atol=1e-5)
+
+
+def test_target_ids_at_padded_positions_change_no_real_logit():
+    rng = np.random.default_rng(1)
+    model = Transformer(SMALL)
+    source, target = random_batch(rng, SMALL, [6, 3], [5, 3])
+    logits = model((source, target)).numpy()
+    changed = target.copy()
+    changed[1, 3:] = [7, 9]  # positions after the second sentence's end
+    np.testing.assert_allclose(model((source, changed)).numpy()[1, :3], logits[1, :3], atol=1e-5)
+
+
+def test_decoder_is_causal():
+    rng = np.random.default_rng(2)
+    model = Transformer(SMALL)
+    source, target = random_batch(rng, SMALL, [6, 6], [7, 7])
+    logits = model((source, target)).numpy()
+    for t in (1, 3, 6):
+        changed = target.copy()
+        changed[:, t] = (changed[:, t] + 5 - 4) % (SMALL.vocab_size - 4) + 4
+        new = model((source, changed)).numpy()
+        np.testing.assert_allclose(new[:, :t], logits[:, :t], atol=1e-5)
+        assert np.abs(new[:, t:] - logits[:, t:]).max() > 1e-3  # the test can see a change
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_cached_decoding_reproduces_teacher_forced_logits(variant):
+    rng = np.random.default_rng(3)
+    config = SMALL.replace(**VARIANTS[variant])
+    model = Transformer(config)
+    source_lengths, target_lengths = [9, 4, 6], [7, 5, 7]
+    source, target = random_batch(rng, config, source_lengths, target_lengths)
+    full = model((source, target)).numpy()
+
+    @tf.function
+    def decode_all(source, target):
+        encoder_output, source_valid = model.encode(source)
+        cache = model.init_cache(encoder_output, source_valid, max_length=10)
+        steps = []
+        for t in range(target.shape[1]):
+            logits, cache = model.decode_step(target[:, t], tf.constant(t), cache)
+            steps.append(logits)
+        return tf.stack(steps, axis=1)
+
+    cached = decode_all(tf.constant(source), tf.constant(target)).numpy()
+    for b, length in enumerate(target_lengths):
+        np.testing.assert_allclose(cached[b, :length], full[b, :length], atol=1e-5, rtol=0)
+
+
+def test_dropout_is_active_only_in_training():
+    rng = np.random.default_rng(4)
+    model = Transformer(SMALL.replace(dropout=0.3, attention_dropout=0.2))
+    source, target = random_batch(rng, SMALL, [5], [5])
+    a, b = model((source, target)).numpy(), model((source, target)).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(model((source, target), training=True).numpy() - a).max() > 1e-3
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_save_and_load_round_trips(tmp_path, variant):
+    rng = np.random.default_rng(5)
+    config = SMALL.replace(**VARIANTS[variant])
+    model = Transformer(config)
+    source, target = random_batch(rng, config, [5, 2], [4, 3])
+    expected = model((source, target)).numpy()
+
+    model.save(tmp_path / "model.keras")
+    loaded = keras.models.load_model(tmp_path / "model.keras")
+    assert loaded.config == config
+    np.testing.assert_array_equal(loaded((source, target)).numpy(), expected)
+
+    model.save_weights(tmp_path / "model.weights.h5")
+    fresh = Transformer(config)
+    fresh.build()
+    fresh.load_weights(tmp_path / "model.weights.h5")
+    np.testing.assert_array_equal(fresh((source, target)).numpy(), expected)
+
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt" / "step"))
+    restored = Transformer(config)
+    restored.build()
+    tf.train.Checkpoint(model=restored).read(path).assert_consumed()
+    np.testing.assert_array_equal(restored((source, target)).numpy(), expected)
+
+
+LAYERS = [
+    (SharedEmbedding(vocab_size=11, d_model=6), lambda l: l(np.array([[1, 2, 3]]))),
+    (PositionwiseFeedForward(d_model=6, d_ff=10, dropout=0.1),
+     lambda l: l(np.ones((2, 3, 6), np.float32))),
+    (ResidualConnection("pre", 0.1, 1e-5), lambda l: l(np.ones((2, 3, 6), np.float32),
+                                                       np.full((2, 3, 6), 2.0, np.float32))),
+    (EncoderLayer(6, 10, 2, 3, 4, norm_position="pre"),
+     lambda l: l(np.random.default_rng(0).normal(size=(2, 3, 6)).astype(np.float32),
+                 attention_mask=np.ones((2, 3, 3), bool))),
+    (DecoderLayer(6, 10, 2, 3, 4),
+     lambda l: l(np.random.default_rng(0).normal(size=(2, 3, 6)).astype(np.float32),
+                 np.random.default_rng(1).normal(size=(2, 4, 6)).astype(np.float32),
+                 np.tril(np.ones((3, 3), bool))[None], np.ones((2, 1, 4), bool))),
+]
+
+
+@pytest.mark.parametrize("layer, run", LAYERS, ids=[type(l).__name__ for l, _ in LAYERS])
+def test_every_layer_get_config_round_trips(layer, run):
+    expected = run(layer)
+    clone = type(layer).from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+    run(clone)
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_allclose(run(clone).numpy(), expected.numpy(), rtol=1e-6)
+
+
+def test_bad_inputs_say_what_was_expected():
+    model = Transformer(get_preset("tiny").model)
+    good_source, good_target = np.array([[5, 6, 3]]), np.array([[2, 7]])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="source_ids: token ids must be < vocabulary size 64"):
+        model((np.array([[5, 64]]), good_target))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="target_input_ids: token ids must be >= 0"):
+        model((good_source, np.array([[2, -1]])))
+    with pytest.raises(ValueError, match=r"source_ids: expected token ids of shape \[batch, length\]"):
+        model((np.array([5, 6, 3]), good_target))
+    with pytest.raises(ValueError, match="same batch size, got 2 and 1"):
+        model((np.array([[5, 3], [6, 3]]), good_target))
+    with pytest.raises(TypeError, match="expected integer token ids"):
+        model((good_source.astype(np.float32), good_target))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="exceeds max_position=128"):
+        model((np.full((1, 129), 5), good_target))
+    with pytest.raises(ValueError, match=r"expects inputs \(source_ids, target_input_ids\)"):
+        model(good_source)

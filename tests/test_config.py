@@ -1,0 +1,63 @@
+import json
+
+import pytest
+
+from transformer_tf.config import (
+    PRESET_NAMES, ConfigError, DecodingConfig, ModelConfig, TrainingConfig, get_preset)
+
+
+def test_paper_presets_match_table_3():
+    base = get_preset("base").model
+    assert (base.num_layers, base.d_model, base.d_ff, base.num_heads) == (6, 512, 2048, 8)
+    assert (base.resolved_key_dim, base.resolved_value_dim) == (64, 64)
+    assert (base.dropout, base.label_smoothing) == (0.1, 0.1)
+    big = get_preset("big").model
+    assert (big.num_layers, big.d_model, big.d_ff, big.num_heads, big.dropout) == (6, 1024, 4096, 16, 0.3)
+    assert big.resolved_key_dim == 64
+    training = get_preset("base").training
+    assert (training.adam_beta_1, training.adam_beta_2, training.adam_epsilon) == (0.9, 0.98, 1e-9)
+    assert training.warmup_steps == 4000
+    assert DecodingConfig() == DecodingConfig(beam_size=4, alpha=0.6, max_extra_length=50)
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_presets_round_trip_through_json(name):
+    preset = get_preset(name)
+    for config in (preset.model, preset.training, preset.decoding):
+        again = type(config).from_json(config.to_json())
+        assert again == config
+        json.loads(config.to_json())
+
+
+@pytest.mark.parametrize("changes, field, words", [
+    (dict(d_model=510, num_heads=8), "num_heads", "not divisible"),
+    (dict(dropout=1.5), "dropout", "[0, 1)"),
+    (dict(label_smoothing=-0.1), "label_smoothing", "[0, 1)"),
+    (dict(num_layers=0), "num_layers", "positive integer"),
+    (dict(position_encoding="rotary"), "position_encoding", "sinusoidal"),
+    (dict(embedding_sharing="some"), "embedding_sharing", "all"),
+    (dict(norm_position="middle"), "norm_position", "post"),
+    (dict(vocab_size=3), "vocab_size", "reserved"),
+    (dict(target_vocab_size=100, vocab_size=200), "target_vocab_size", "shared vocabulary"),
+])
+def test_invalid_model_configs_name_the_field(changes, field, words):
+    with pytest.raises(ConfigError) as error:
+        ModelConfig(**changes)
+    assert str(error.value).startswith(field + ":")
+    assert words in str(error.value)
+
+
+def test_explicit_key_dim_lifts_divisibility_rule():
+    config = ModelConfig(d_model=510, num_heads=8, key_dim=64)
+    assert config.resolved_key_dim == 64 and config.resolved_value_dim == 64
+
+
+def test_unknown_fields_and_presets_are_rejected():
+    with pytest.raises(ConfigError, match="unknown field"):
+        ModelConfig.from_config({"d_modle": 512})
+    with pytest.raises(ConfigError, match="unknown preset 'huge'"):
+        get_preset("huge")
+    with pytest.raises(ConfigError, match="warmup_steps"):
+        TrainingConfig(warmup_steps=0)
+    with pytest.raises(ConfigError, match="beam_size"):
+        DecodingConfig(beam_size=0)

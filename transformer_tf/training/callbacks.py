@@ -1,0 +1,182 @@
+"""Keras callbacks for long training runs: TensorBoard scalars, checkpoints, budgets, NaN stop."""
+from __future__ import annotations
+
+import logging
+import math
+import pathlib
+import time
+
+import keras
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+
+def _current_step(model) -> int:
+    return int(model.optimizer.iterations.numpy())
+
+
+class TrainingMonitor(keras.callbacks.Callback):
+    """Writes training scalars to TensorBoard every `log_every` optimizer steps.
+
+    Scalars (under `logdir/train`): loss (label-smoothed, per real target token), nll,
+    perplexity, token_accuracy, learning_rate, target_tokens_per_second, steps_per_second.
+    Values are averages over the last `log_every` steps: the model's metrics are reset after
+    each write, so the progress bar shows the same windowed averages.
+
+    Validation metrics that `fit` reports at the end of an "epoch" (val_loss, ...) go to
+    `logdir/validation` without the "val_" prefix, so TensorBoard overlays the two runs.
+
+    Args:
+      logdir: the TensorBoard log directory of the run.
+      log_every: steps between writes.
+      enabled: False on non-chief workers (nothing is written).
+    """
+
+    def __init__(self, logdir, log_every: int = 100, enabled: bool = True):
+        super().__init__()
+        self.logdir = pathlib.Path(logdir)
+        self.log_every = log_every
+        self.enabled = enabled
+        self._train_writer = self._validation_writer = None
+        self._window_start = None
+
+    def on_train_begin(self, logs=None):
+        if self.enabled:
+            self._train_writer = tf.summary.create_file_writer(str(self.logdir / "train"))
+            self._validation_writer = tf.summary.create_file_writer(
+                str(self.logdir / "validation"))
+        self._window_start = time.perf_counter()
+        self._window_first_step = _current_step(self.model)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = _current_step(self.model)
+        if step % self.log_every != 0 or not logs:
+            return
+        now = time.perf_counter()
+        seconds = max(now - self._window_start, 1e-9)
+        steps = step - self._window_first_step
+        scalars = {k: float(v) for k, v in logs.items() if k != "target_tokens"}
+        scalars["target_tokens_per_second"] = float(logs.get("target_tokens", 0.0)) / seconds
+        scalars["steps_per_second"] = steps / seconds
+        scalars["learning_rate"] = float(
+            keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        if self._train_writer is not None:
+            with self._train_writer.as_default(step=step):
+                for name, value in scalars.items():
+                    tf.summary.scalar(name, value)
+            self._train_writer.flush()
+        self.model.reset_metrics()
+        self._window_start, self._window_first_step = now, step
+
+    def on_epoch_end(self, epoch, logs=None):
+        validation = {k[4:]: float(v) for k, v in (logs or {}).items() if k.startswith("val_")}
+        if validation and self._validation_writer is not None:
+            with self._validation_writer.as_default(step=_current_step(self.model)):
+                for name, value in validation.items():
+                    if name != "target_tokens":
+                        tf.summary.scalar(name, value)
+            self._validation_writer.flush()
+
+    def write_validation(self, scalars: dict, texts: dict | None = None):
+        """Extra validation results (BLEU, example translations) at the current step."""
+        if self._validation_writer is None:
+            return
+        with self._validation_writer.as_default(step=_current_step(self.model)):
+            for name, value in scalars.items():
+                tf.summary.scalar(name, value)
+            for name, value in (texts or {}).items():
+                tf.summary.text(name, value)
+        self._validation_writer.flush()
+
+    def on_train_end(self, logs=None):
+        for writer in (self._train_writer, self._validation_writer):
+            if writer is not None:
+                writer.close()
+
+
+class PeriodicCheckpoint(keras.callbacks.Callback):
+    """Saves a checkpoint every `every_minutes` of training and when training ends.
+
+    Args:
+      manager: a tf.train.CheckpointManager over the model and optimizer.
+      every_minutes: wall-clock period (paper: 10 minutes).
+      enabled: False on workers that must not write.
+      on_epoch_end_only: decide only at epoch ends (multi-worker runs, where every worker
+        must take the same decision at the same step).
+    """
+
+    def __init__(self, manager, every_minutes: float, enabled: bool = True,
+                 on_epoch_end_only: bool = False):
+        super().__init__()
+        self.manager = manager
+        self.every_seconds = every_minutes * 60.0
+        self.enabled = enabled
+        self.on_epoch_end_only = on_epoch_end_only
+        self.frozen = False
+        self._last_save = time.monotonic()
+
+    def _save(self):
+        if self.frozen:  # training diverged: keep the last good checkpoint
+            return
+        step = _current_step(self.model)
+        if self.enabled and self.manager.latest_checkpoint != self._path_for(step):
+            path = self.manager.save(checkpoint_number=step)
+            logger.info("saved checkpoint %s", path)
+        self._last_save = time.monotonic()
+
+    def _path_for(self, step):
+        return f"{self.manager.directory}/ckpt-{step}"
+
+    def _due(self):
+        return time.monotonic() - self._last_save >= self.every_seconds
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.on_epoch_end_only and self._due():
+            self._save()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._due():
+            self._save()
+
+    def on_train_end(self, logs=None):
+        self._save()
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training cleanly after `max_minutes` of wall-clock time (checked every step)."""
+
+    def __init__(self, max_minutes: float):
+        super().__init__()
+        self.max_seconds = max_minutes * 60.0
+        self.stopped_at_step = None
+
+    def on_train_begin(self, logs=None):
+        self._start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self._start >= self.max_seconds:
+            self.stopped_at_step = _current_step(self.model)
+            self.model.stop_training = True
+
+
+class StopOnNaN(keras.callbacks.Callback):
+    """Stops at the first non-finite loss, says at which step, and keeps the last good
+    checkpoint (`checkpoint_callback` saves nothing more). Put it first in the callbacks."""
+
+    def __init__(self, checkpoint_callback: PeriodicCheckpoint | None = None):
+        super().__init__()
+        self.checkpoint_callback = checkpoint_callback
+        self.nan_step = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.nan_step = _current_step(self.model)
+            message = (f"loss is {float(loss)} at step {self.nan_step}; stopping training. "
+                       "The last checkpoint saved before it is kept.")
+            logger.error(message)
+            print(f"\nerror: {message}", flush=True)
+            if self.checkpoint_callback is not None:
+                self.checkpoint_callback.frozen = True
+            self.model.stop_training = True

@@ -1,0 +1,84 @@
+"""Training checkpoints (tf.train.CheckpointManager) and checkpoint averaging.
+
+Layout under a model directory:
+    MDIR/checkpoints/ckpt-<step>.{index,data-*}  the last K training checkpoints
+    MDIR/checkpoints/checkpoint                  the manager's state file
+
+Each checkpoint holds the model and the optimizer (iteration count, Adam moments), so a
+resumed run continues with the same step count and optimizer state. TensorFlow writes a
+checkpoint's files under temporary names and renames them, and rewrites the state file
+atomically, so a run killed during a save leaves the previous checkpoint intact.
+"""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+CHECKPOINT_SUBDIR = "checkpoints"
+
+
+def checkpoint_dir(model_dir) -> pathlib.Path:
+    return pathlib.Path(model_dir) / CHECKPOINT_SUBDIR
+
+
+def make_manager(model, optimizer, model_dir, max_to_keep: int) -> tf.train.CheckpointManager:
+    """A manager saving model and optimizer as MDIR/checkpoints/ckpt-<step>."""
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    return tf.train.CheckpointManager(
+        checkpoint, str(checkpoint_dir(model_dir)), max_to_keep=max_to_keep,
+        step_counter=optimizer.iterations, checkpoint_name="ckpt")
+
+
+def restore_latest(manager: tf.train.CheckpointManager) -> int:
+    """Restore the newest checkpoint if there is one; returns the restored step (0 if none).
+
+    Optimizer slot variables must exist before restoring: build the optimizer first.
+    """
+    latest = manager.latest_checkpoint
+    if latest is None:
+        return 0
+    manager.checkpoint.restore(latest).assert_existing_objects_matched()
+    return int(manager.checkpoint.optimizer.iterations.numpy())
+
+
+def list_checkpoints(model_dir) -> list[str]:
+    """Checkpoint prefixes of MDIR, oldest first."""
+    state = tf.train.get_checkpoint_state(str(checkpoint_dir(model_dir)))
+    if state is None:
+        return []
+    return list(state.all_model_checkpoint_paths)
+
+
+def average_checkpoints(model, checkpoint_paths: list[str], output_prefix) -> str:
+    """Average the model weights of `checkpoint_paths` into a new checkpoint.
+
+    Args:
+      model: a built model of the same architecture (its weights are overwritten with the
+        average).
+      checkpoint_paths: prefixes written by the training manager (or by this function).
+      output_prefix: where to write, e.g. MDIR/averaged/ckpt.
+
+    Returns:
+      The written checkpoint's path (a prefix readable with
+      `tf.train.Checkpoint(model=...).read(path)`).
+    """
+    if not checkpoint_paths:
+        raise ValueError("no checkpoints to average")
+    sums = [np.zeros(w.shape, np.float64) for w in model.weights]
+    checkpoint = tf.train.Checkpoint(model=model)
+    for path in checkpoint_paths:
+        checkpoint.read(path).expect_partial().assert_existing_objects_matched()
+        for total, weight in zip(sums, model.weights):
+            total += weight.numpy()
+    for total, weight in zip(sums, model.weights):
+        weight.assign(tf.cast(total / len(checkpoint_paths), weight.dtype))
+    pathlib.Path(output_prefix).parent.mkdir(parents=True, exist_ok=True)
+    return checkpoint.write(str(output_prefix))
+
+
+def load_weights(model, checkpoint_path) -> None:
+    """Load model weights from a training or averaged checkpoint (optimizer state ignored)."""
+    tf.train.Checkpoint(model=model).read(str(checkpoint_path)).expect_partial() \
+        .assert_existing_objects_matched()

@@ -1,0 +1,54 @@
+"""Work-arounds for `model.fit` under MultiWorkerMirroredStrategy (Keras 3, TF backend).
+
+Upstream: https://github.com/keras-team/keras/issues/20585 (still open for keras 3.15 with
+tensorflow 2.21). Two reductions in Keras' TF trainer fail across workers:
+
+1. Before the first step, `_maybe_symbolic_build` reduces the first distributed input
+   batch with MEAN to get a batch to build the model from; that reduction of PerReplica
+   values fails across workers. Only shapes matter for the build, so we build from one
+   replica's local batch instead.
+2. After every step the logs are reduced with `strategy.reduce("MEAN", v, axis=0)`, which
+   fails for scalars; logs of shape [1] reduce fine (to the same scalar).
+
+Both are fixed here, from our own keras.Model subclass, without patching Keras. Remove
+this module when the upstream issue is fixed.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def is_multi_worker(strategy) -> bool:
+    """True for a MultiWorkerMirroredStrategy actually running over several workers."""
+    extended = getattr(strategy, "extended", None)
+    in_multi_worker_mode = getattr(extended, "_in_multi_worker_mode", None)
+    return bool(
+        isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        and in_multi_worker_mode is not None
+        and in_multi_worker_mode()
+    )
+
+
+class MultiWorkerFitMixin:
+    """Overrides for keras.Model subclasses (put before keras.Model in the bases)."""
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        strategy = getattr(self, "_distribute_strategy", None)
+        if strategy is None or iterator is None or not is_multi_worker(strategy):
+            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        for _, _, distributed_iterator in iterator:
+            batch = next(distributed_iterator)
+            # Work-around 1: one replica's local batch instead of a cross-worker MEAN.
+            data_batch = tf.nest.map_structure(
+                lambda value: strategy.experimental_local_results(value)[0]
+                if isinstance(value, tf.distribute.DistributedValues) else value,
+                batch)
+            break
+        with strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
+
+    def shape_logs_for_strategy(self, logs: dict) -> dict:
+        """Work-around 2: logs of shape [1] under multi-worker training, scalars otherwise."""
+        if is_multi_worker(tf.distribute.get_strategy()):
+            return {name: tf.reshape(value, [1]) for name, value in logs.items()}
+        return logs
