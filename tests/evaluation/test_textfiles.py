@@ -1,0 +1,65 @@
+"""Reading segment files: line ends, BOM, gzip, UTF-8 errors with file and line."""
+import gzip
+
+import pytest
+
+from transformer_tf.evaluation import (
+    EvaluationInputError,
+    LineCountMismatchError,
+    guess_language,
+    read_hypotheses_and_references,
+    read_lines,
+)
+
+
+def test_line_ends(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"one\ntwo\n")
+    assert read_lines(path) == ["one", "two"]
+    path.write_bytes(b"one\ntwo")                       # no final newline
+    assert read_lines(path) == ["one", "two"]
+    path.write_bytes(b"\xef\xbb\xbfone\r\n\r\nthree" + "\u2028".encode())
+    assert read_lines(path) == ["one", "", "three\u2028"]  # BOM, CRLF, empty line kept
+    path.write_bytes(b"")
+    assert read_lines(path) == []
+    path.write_bytes(b"\n")
+    assert read_lines(path) == [""]
+
+
+def test_gzip(tmp_path):
+    path = tmp_path / "r.de.gz"
+    with gzip.open(path, "wb") as f:
+        f.write("Straße\nÜber\n".encode())
+    assert read_lines(path) == ["Straße", "Über"]
+
+
+def test_utf8_error_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine\nstill fine\nab\xffcd\n")
+    with pytest.raises(EvaluationInputError, match=rf"{path}: line 3: invalid UTF-8 at byte 3"):
+        read_lines(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(EvaluationInputError, match="cannot read"):
+        read_lines(tmp_path / "nope.txt")
+
+
+def test_line_counts_must_match(tmp_path):
+    hyp, ref = tmp_path / "h", tmp_path / "r"
+    hyp.write_text("a\nb\n")
+    ref.write_text("a\n")
+    with pytest.raises(LineCountMismatchError) as info:
+        read_hypotheses_and_references(hyp, ref)
+    assert f"hypothesis file {hyp} has 2 lines but reference file {ref} has 1 lines" \
+        in str(info.value)
+    ref.write_text("x\ny\n")
+    assert read_hypotheses_and_references(hyp, [ref, ref]) == (["a", "b"], [["x", "y"]] * 2)
+
+
+@pytest.mark.parametrize("name,lang", [
+    ("test_2016_flickr.de.gz", "de"), ("newstest2014.tok.de", "de"), ("out.fr", "fr"),
+    ("val.en.txt", "en"), ("ref.txt", None), ("ref", None), ("hyp.gz", None),
+])
+def test_guess_language(name, lang):
+    assert guess_language(name) == lang
