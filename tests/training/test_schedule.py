@@ -93,3 +93,15 @@ def test_rejects_bad_arguments():
         TransformerSchedule(16, warmup_steps=0)
     with pytest.raises(ValueError):
         transformer_learning_rate(0, 16)
+
+
+def test_with_keras_gradient_accumulation():
+    # Keras passes its raw micro-batch counter to the schedule; accumulation_steps undoes it.
+    var = keras.Variable(1.0)
+    optimizer = keras.optimizers.Adam(TransformerSchedule(16, 10, accumulation_steps=2),
+                                      gradient_accumulation_steps=2)
+    for _ in range(4):  # 4 micro-batches == 2 updates
+        optimizer.apply_gradients([(np.float32(0.1), var)])
+    assert int(optimizer.iterations) == 2
+    # the next update is paper step 3
+    assert float(optimizer.learning_rate) == pytest.approx(paper_rate(3, 16, 10), rel=1e-6)
