@@ -202,21 +202,22 @@ def test_beam_equals_brute_force_longer_outputs():
             check_hypotheses(result, b, expected[:n_best], 5)
 
 
+@pytest.mark.parametrize("alpha", [0.6, 2.0])
 @pytest.mark.parametrize("beam_size,n_best", [(1, 1), (2, 2), (3, 1), (4, 3)])
-def test_small_beams_follow_the_reference_rules(beam_size, n_best):
+def test_small_beams_follow_the_reference_rules(beam_size, n_best, alpha):
     vocab, max_lengths, seeds = 6, [5, 3, 6, 1, 4], [1, 2, 3, 4, 5]
     eos_bias = [0.0, 1.0, -1.0, 0.0, 2.0]
     model = ToyModel(vocab_size=vocab, max_decode_length=6, seed=3)
-    result = run_beam(model, seeds, max_lengths, beam_size, alpha=0.6, n_best=n_best,
+    result = run_beam(model, seeds, max_lengths, beam_size, alpha=alpha, n_best=n_best,
                       eos_bias=eos_bias)
     for b in range(len(seeds)):
-        expected = reference_beam(model, seeds[b], eos_bias[b], max_lengths[b], beam_size, 0.6,
+        expected = reference_beam(model, seeds[b], eos_bias[b], max_lengths[b], beam_size, alpha,
                                   n_best)
         check_hypotheses(result, b, expected, 6)
         # Whatever the beam, its hypotheses are real sequences, correctly scored, never
         # better than the optimum.
         exhaustive = {hyp[0]: hyp[1] for hyp in
-                      brute_force(model, seeds[b], eos_bias[b], max_lengths[b], 0.6)}
+                      brute_force(model, seeds[b], eos_bias[b], max_lengths[b], alpha)}
         for i in range(n_best):
             tokens = tuple(result.ids[b, i, :result.lengths[b, i]])
             np.testing.assert_allclose(result.scores[b, i], exhaustive[tokens], rtol=1e-5)
@@ -278,6 +279,40 @@ def test_early_stopping_stops_the_loop_and_does_not_change_the_result():
     np.testing.assert_array_equal(early.scores, late.scores)
 
 
+class StepTableModel:
+    """p(token | step) from a table: no history, no cache; checks the step index."""
+
+    def __init__(self, probs):
+        self.log_table = np.log(np.asarray(probs, np.float64))
+        self.vocab_size = self.log_table.shape[1]
+
+    def step(self, ids, step, cache):
+        row = tf.gather(tf.constant(self.log_table, tf.float32), step)
+        return tf.tile(row[None, :], [tf.shape(ids)[0], 1]), cache
+
+    def log_probs(self, seed, eos_bias, tokens):
+        return self.log_table[len(tokens)]
+
+
+def test_length_penalty_lets_a_longer_hypothesis_beat_an_early_eos():
+    # EOS first has p=0.5 (score -0.69); [4, 4, 4, 4, EOS] has p=0.45*0.9^4, score
+    # -1.22 / lp(5) = -0.44 with alpha 2. After step 0 the alive [4] (log P -0.80) can still
+    # reach -0.80 / lp(8) = -0.17, so the search must go on; a bound using the current
+    # length instead of the maximum would wrongly stop with [EOS].
+    probs = [[0.02, 0.02, 0.01, 0.5, 0.45]]  # PAD, UNK, BOS, EOS, 4
+    probs += [[0.003, 0.003, 0.004, 0.09, 0.9]] * 3
+    probs += [[0.02, 0.02, 0.02, 0.9, 0.04]] * 4
+    model = StepTableModel(probs)
+    expected = brute_force(model, 0, 0.0, 8, 2.0)
+    assert expected[0][0] == (4, 4, 4, 4, EOS_ID)
+    for n_best in (1, 2):
+        result = beam_search(model.step, {}, 1, 2, [8], alpha=2.0, n_best=n_best)
+        result = tf.nest.map_structure(lambda x: x.numpy(), result)
+        check_hypotheses(result, 0, expected[:n_best], 8)
+    greedy = greedy_search(model.step, {}, 1, [8])
+    assert list(greedy.ids.numpy()[0, 0, :2]) == [EOS_ID, PAD_ID]
+
+
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_done_sentences_are_frozen_and_the_batch_runs_until_the_last_is_done(beam_size):
     model = ToyModel(vocab_size=6, max_decode_length=8, seed=8)
@@ -291,6 +326,27 @@ def test_done_sentences_are_frozen_and_the_batch_runs_until_the_last_is_done(bea
     steps = [int(r.num_steps) for r in alone]
     assert steps[0] < steps[2] < steps[1] < 8  # sentence 1 ends before its max length
     assert together.num_steps == max(steps)
+
+
+def test_per_sentence_constants_can_be_closed_over_instead_of_cached():
+    model = ToyModel(vocab_size=5, max_decode_length=5, seed=15)
+    seeds, max_lengths, beam = [1, 2, 3], [5, 3, 4], 3
+    want = run_beam(model, seeds, max_lengths, beam, n_best=2)
+
+    @tf.function(jit_compile=True)
+    def search_with_closure(seeds, max_lengths):
+        sentence = [tile_beams(seeds, beam), (tile_beams(tf.zeros([3]), beam),)]
+
+        def step(ids, step, history):
+            logits, cache = model.step(ids, step, {"history": history, "sentence": sentence})
+            return logits, cache["history"]
+
+        return beam_search(step, tf.zeros([3, 5], tf.int32), 3, beam, max_lengths, n_best=2,
+                           max_decode_length=5)
+
+    got = search_with_closure(tf.constant(seeds), tf.constant(max_lengths))
+    np.testing.assert_array_equal(got.ids.numpy(), want.ids)
+    np.testing.assert_allclose(got.scores.numpy(), want.scores, rtol=1e-5)
 
 
 def test_a_missing_cache_reorder_is_caught(monkeypatch):

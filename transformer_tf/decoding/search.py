@@ -14,6 +14,11 @@ The model side provides a step function
           log_softmax itself, in float32, so both work and mixed precision is harmless.
   new_cache must have the structure, dtypes and shapes of `cache`.
 
+Beam search gathers every cache tensor by the chosen beams after each step. Tensors that
+are the same for all beams of a sentence and never change (encoder outputs, the source
+padding mask) need not go through the cache: tile them once with `tile_beams(x, beam_size)`
+and let `step_fn` close over them, which saves a gather per step.
+
 Both searches run as one `tf.while_loop` with fixed shapes (outputs are allocated at
 `max_decode_length`), so they trace into a `tf.function`, a SavedModel and XLA
 (`jit_compile=True`) without Python work per step.
