@@ -45,13 +45,16 @@ Python reference):
   when it reaches its maximum length, when it has no alive hypothesis left, or (with
   `early_stopping`) when its n_best-th finished score is at least the best score any alive
   hypothesis could still reach, max(alive log P) / lp(max_lengths[b]) (log-probabilities
-  only decrease and lp only grows, so this bound is exact and early stopping never changes
-  the result). Done sentences are frozen; the loop stops when every sentence is done.
+  only decrease and lp only grows when alpha >= 0, so this bound is exact and early
+  stopping never changes the result, up to exact ties). Done sentences are frozen; the loop
+  stops when every sentence is done.
 
   A finished hypothesis uses its beam slot for the step it finishes in (the beam refills
   from the remaining alive hypotheses at the next step). That choice makes beam_size=1
   exactly greedy search: the single slot either continues with the arg-max token or
-  finishes with EOS.
+  finishes with EOS. (tensor2tensor and tensorflow/models instead keep beam_size alive
+  hypotheses from the 2 * beam_size best, which searches slightly wider when several
+  hypotheses finish at once, but then beam_size=1 is not greedy.)
 
 Work for done sentences is still computed (shapes are fixed, so rows cannot be dropped),
 but their outputs no longer change and they do not keep the loop running.
