@@ -36,7 +36,8 @@ from typing import Iterable
 
 import sentencepiece as spm
 import tensorflow as tf
-import tensorflow_text as tf_text
+import tensorflow_text  # noqa: F401  (registers the ops; SavedModel consumers need it too)
+from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 from transformer_tf.config import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID, UNK_ID
 
@@ -94,7 +95,9 @@ def normalize_text(text: str, normalization: str = "identity") -> str:
     if normalization == "identity":
         return _SPACES.sub(" ", text).strip(" ")
     if normalization == "nmt_nfkc":
-        normalizer = spm.SentencePieceNormalizer(rule_name="nmt_nfkc")
+        normalizer = spm.SentencePieceNormalizer(
+            rule_name="nmt_nfkc", add_dummy_prefix=False, escape_whitespaces=False,
+            remove_extra_whitespaces=True)
         return normalizer.normalize(text)
     raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
 
@@ -165,12 +168,22 @@ def python_processor(model_proto: bytes) -> spm.SentencePieceProcessor:
 
 
 class BpeTokenizer(tf.Module):
-    """In-graph tokenizer over a sentencepiece BPE model (tensorflow-text).
+    """In-graph tokenizer over a sentencepiece BPE model (tensorflow-text ops).
 
     A `tf.Module`: attach it to a module that is exported with `tf.saved_model.save` and
-    the model proto travels inside the SavedModel (as an attribute of the tf-text op), so
-    the loaded SavedModel tokenizes raw text with no file beside it. Consumers of such a
-    SavedModel must `import tensorflow_text` first to register the ops.
+    the model proto travels inside the SavedModel (as an attribute of the tf-text
+    `SentencepieceOp` node in each traced function), so the loaded SavedModel tokenizes
+    raw text with no file beside it. Consumers of such a SavedModel must
+    `import tensorflow_text` first to register the ops.
+
+    Why not `tensorflow_text.SentencepieceTokenizer` itself: it creates its model resource
+    eagerly, owned by a cached eager kernel, and that resource disappears whenever the
+    eager kernel cache is cleared -- `tf.random.set_seed` / `keras.utils.set_random_seed`
+    do that -- or another SentencepieceTokenizer is garbage collected (tensorflow/text
+    TODO b/318839908: "Switch to using a ref-counted resource instead of this kernel-owned
+    resource"); later calls then fail with "Resource ... SentencepieceResource does not
+    exist". Here the resource is created inside each traced function, so every function
+    instantiation (tf.data iterator, SavedModel, eager call) owns a live one.
 
     Args:
       model_proto: serialized sentencepiece ModelProto (the bytes of a `.model` file).
@@ -198,14 +211,15 @@ class BpeTokenizer(tf.Module):
             )
         self.model_proto = bytes(model_proto)
         self.vocab_size = int(processor.get_piece_size())
-        self._sentencepiece = tf_text.SentencepieceTokenizer(
-            model=self.model_proto, out_type=tf.int32, add_bos=False, add_eos=False
-        )
 
     @classmethod
     def from_file(cls, path) -> "BpeTokenizer":
         """Loads a `.model` file written by `save_model` (or by sentencepiece)."""
         return cls(Path(path).read_bytes())
+
+    def _model_handle(self) -> tf.Tensor:
+        # Called while tracing: the op (and the proto, as its attribute) lands in the graph.
+        return gen_sentencepiece_tokenizer.sentencepiece_op(model=self.model_proto)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
@@ -215,12 +229,17 @@ class BpeTokenizer(tf.Module):
           strings: tf.string [N], any bytes (invalid UTF-8 becomes U+FFFD; "" gives []).
 
         Returns:
-          tf.RaggedTensor int32 [N, None] of BPE ids, no BOS/EOS added.
+          tf.RaggedTensor int32 [N, None] (row splits int64) of BPE ids, no BOS/EOS.
         """
         repaired = tf.strings.unicode_transcode(
             strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
-        return self._sentencepiece.tokenize(repaired)
+        values, row_splits = gen_sentencepiece_tokenizer.sentencepiece_tokenize_op(
+            self._model_handle(), repaired, nbest_size=0, alpha=0.0, add_bos=False,
+            add_eos=False, reverse=False, out_type=tf.int32, return_nbest=False,
+        )
+        return tf.RaggedTensor.from_row_splits(values, tf.cast(row_splits, tf.int64),
+                                               validate=False)
 
     @tf.function(
         input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1,
@@ -228,7 +247,11 @@ class BpeTokenizer(tf.Module):
     )
     def _detokenize_ragged(self, ids: tf.RaggedTensor) -> tf.Tensor:
         keep = (ids != PAD_ID) & (ids != BOS_ID) & (ids != EOS_ID)
-        return self._sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
+        ids = tf.ragged.boolean_mask(ids, keep)
+        return gen_sentencepiece_tokenizer.sentencepiece_detokenize_op(
+            self._model_handle(), ids.flat_values, ids.row_splits,
+            add_bos=False, add_eos=False, reverse=False,
+        )
 
     def detokenize(self, ids) -> tf.Tensor:
         """Ids to text, ignoring PAD, BOS and EOS wherever they occur.
