@@ -8,6 +8,7 @@ CORE = [
     "tensorflow-datasets==4.9.*",
     "sacrebleu==2.6.*",
     "sentencepiece==0.2.*",
+    "tensorboard==2.21.*",
     "tqdm",
 ]
 TEST = ["pytest>=8", "pytest-timeout", "numpy"]

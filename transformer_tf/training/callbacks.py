@@ -160,6 +160,19 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class StopAtStep(keras.callbacks.Callback):
+    """Stops when the optimizer has made `last_step` steps (a resumed run may start
+    mid-epoch, so epochs alone would overshoot)."""
+
+    def __init__(self, last_step: int):
+        super().__init__()
+        self.last_step = last_step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if _current_step(self.model) >= self.last_step:
+            self.model.stop_training = True
+
+
 class StopOnNaN(keras.callbacks.Callback):
     """Stops at the first non-finite loss, says at which step, and keeps the last good
     checkpoint (`checkpoint_callback` saves nothing more). Put it first in the callbacks."""

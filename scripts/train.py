@@ -1,0 +1,111 @@
+#!/usr/bin/env python
+"""Train a Transformer with model.fit (resumes from MDIR's last checkpoint if there is one).
+
+Example:
+  python scripts/train.py --data runs/multi30k_en_de/data --preset multi30k \\
+      --model-dir runs/multi30k_en_de/model --max-minutes 30
+"""
+import argparse
+import dataclasses
+import json
+import sys
+
+from transformer_tf.config import ModelConfig, PRESET_NAMES, TrainingConfig
+
+
+def parse_assignments(pairs, config_class, flag):
+    """["d_model=256", ...] -> {"d_model": 256, ...}, values parsed as JSON when possible."""
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    result = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in fields:
+            raise SystemExit(f"error: {flag} {pair!r}: expected FIELD=VALUE with FIELD one of "
+                             f"{sorted(fields)}")
+        try:
+            result[key] = json.loads(value)
+        except json.JSONDecodeError:
+            result[key] = value
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True,
+                        help="prepared data directory (written by scripts/prepare_data.py)")
+    parser.add_argument("--preset", choices=PRESET_NAMES, default="multi30k",
+                        help="model and training preset (default: multi30k)")
+    parser.add_argument("--model-dir", required=True,
+                        help="where checkpoints, TensorBoard logs and run_config.json go; "
+                             "an existing run there is resumed")
+    plan = parser.add_argument_group("how long (one of --max-steps/--epochs; --max-minutes "
+                                     "alone or as a cap)")
+    plan.add_argument("--max-steps", type=int, help="train until this many optimizer steps")
+    plan.add_argument("--epochs", type=float, help="train for this many passes over the data")
+    plan.add_argument("--max-minutes", type=float,
+                      help="stop cleanly (with a checkpoint) after this much wall-clock time")
+    parser.add_argument("--eval-every", type=int, default=1000,
+                        help="steps between validation runs (loss and dev BLEU) (default 1000)")
+    parser.add_argument("--log-every", type=int, default=100,
+                        help="steps between TensorBoard writes (default 100)")
+    parser.add_argument("--validation-sentences", type=int, default=200,
+                        help="dev sentences decoded (greedy) for validation BLEU and example "
+                             "translations; 0 disables (default 200)")
+    dist = parser.add_argument_group("devices")
+    dist.add_argument("--strategy", choices=("default", "mirrored", "multiworker"),
+                      default="default",
+                      help="default: one device; mirrored: all local GPUs (or --devices); "
+                           "multiworker: MultiWorkerMirroredStrategy from TF_CONFIG")
+    dist.add_argument("--devices", nargs="+", help="device list for --strategy mirrored")
+    dist.add_argument("--cpu-devices", type=int,
+                      help="split the CPU into N logical devices (to run the mirrored path "
+                           "without GPUs)")
+    parser.add_argument("--precision", choices=("float32", "mixed_float16", "mixed_bfloat16"),
+                        default="float32",
+                        help="mixed_float16 adds dynamic loss scaling (default float32)")
+    parser.add_argument("--xla", action="store_true", help="compile the train step with XLA")
+    parser.add_argument("--tokens-per-batch", type=int,
+                        help="GLOBAL token budget per batch and side, padding included "
+                             "(split across replicas); default from the preset")
+    parser.add_argument("--warmup-steps", type=int, help="learning-rate warm-up (preset default)")
+    parser.add_argument("--seed", type=int, help="seed for weights, dropout and data order")
+    parser.add_argument("--model-option", action="append", metavar="FIELD=VALUE",
+                        help="override a ModelConfig field, e.g. d_model=256 (repeatable)")
+    parser.add_argument("--training-option", action="append", metavar="FIELD=VALUE",
+                        help="override a TrainingConfig field, e.g. clip_norm=1.0 (repeatable)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    if args.max_steps is None and args.epochs is None and args.max_minutes is None:
+        parser.error("give --max-steps, --epochs or --max-minutes")
+
+    if args.cpu_devices:  # must precede any other TensorFlow work
+        from transformer_tf.training.distribution import split_cpu
+        split_cpu(args.cpu_devices)
+    from transformer_tf.training.fit import TrainOptions, TrainingDiverged, train
+
+    training_overrides = parse_assignments(args.training_option, TrainingConfig,
+                                           "--training-option")
+    for flag, field in (("tokens_per_batch", "tokens_per_batch"),
+                        ("warmup_steps", "warmup_steps"), ("seed", "seed")):
+        if getattr(args, flag) is not None:
+            training_overrides[field] = getattr(args, flag)
+    options = TrainOptions(
+        data_dir=args.data, model_dir=args.model_dir, preset=args.preset,
+        model_overrides=parse_assignments(args.model_option, ModelConfig, "--model-option"),
+        training_overrides=training_overrides, max_steps=args.max_steps, epochs=args.epochs,
+        max_minutes=args.max_minutes, eval_every=args.eval_every, log_every=args.log_every,
+        strategy=args.strategy, devices=args.devices, precision=args.precision,
+        jit_compile=args.xla, validation_sentences=args.validation_sentences,
+        verbose=0 if args.quiet else 1)
+    try:
+        result = train(options)
+    except TrainingDiverged as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(dataclasses.asdict(result), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The training driver behind scripts/train.py: build, restore, `model.fit`, checkpoint.
+
+A run is measured in optimizer steps. `fit` runs "epochs" of `eval_every` steps over a
+repeated, seeded dataset; after each one it computes the validation loss (and, when a
+validation callback is given, BLEU on a dev subset). A killed run restarts from its last
+checkpoint: same step count and optimizer state, and the same data position (the seeded
+dataset is replayed and the batches already consumed are skipped).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import pathlib
+import time
+
+import keras
+import tensorflow as tf
+
+from transformer_tf.config import DecodingConfig, ModelConfig, TrainingConfig, get_preset
+from transformer_tf.data.pipeline import make_training_dataset
+from transformer_tf.data.prepare import load_prepared
+from transformer_tf.models.transformer import Transformer
+from transformer_tf.training import callbacks as callbacks_lib
+from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+from transformer_tf.training.distribution import is_chief, make_strategy
+from transformer_tf.training.keras_workarounds import is_multi_worker
+from transformer_tf.training.schedule import TransformerSchedule
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the message gives the step."""
+
+
+@dataclasses.dataclass
+class TrainOptions:
+    """What scripts/train.py passes to `train` (see its --help for each field).
+
+    Exactly one of max_steps / epochs / max_minutes is the plan; max_minutes may also
+    cap a step or epoch plan.
+    """
+
+    data_dir: str
+    model_dir: str
+    preset: str = "multi30k"
+    model_overrides: dict = dataclasses.field(default_factory=dict)
+    training_overrides: dict = dataclasses.field(default_factory=dict)
+    max_steps: int | None = None
+    epochs: float | None = None
+    max_minutes: float | None = None
+    eval_every: int = 1000
+    log_every: int = 100
+    strategy: str = "default"
+    devices: list | None = None
+    precision: str = "float32"
+    jit_compile: bool = False
+    validation_sentences: int = 200
+    verbose: int = 1
+
+
+@dataclasses.dataclass
+class TrainResult:
+    model_dir: str
+    logdir: str
+    step: int
+    planned_steps: int
+    last_checkpoint: str | None
+    stopped_by: str  # "steps", "time"
+    seconds: float
+
+
+def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
+    preset = get_preset(options.preset)
+    model = preset.model.replace(vocab_size=prepared.vocab_size, **options.model_overrides)
+    training = preset.training.replace(**options.training_overrides)
+    return model_dir_lib.RunConfig(model=model, training=training, decoding=preset.decoding,
+                                   data_dir=str(pathlib.Path(options.data_dir).resolve()),
+                                   preset=options.preset)
+
+
+def build_model_and_optimizer(model_config: ModelConfig, training: TrainingConfig,
+                              jit_compile: bool = False):
+    """A compiled Transformer with the paper's Adam and schedule, variables created.
+
+    Call under the strategy's scope. Under a mixed_float16 global policy `compile` wraps
+    the optimizer in a LossScaleOptimizer (dynamic loss scaling).
+    """
+    model = Transformer(model_config)
+    model.build()
+    schedule = TransformerSchedule(
+        d_model=model_config.d_model, warmup_steps=training.warmup_steps,
+        scale=training.learning_rate_scale,
+        accumulation_steps=training.gradient_accumulation_steps)
+    accumulation = training.gradient_accumulation_steps
+    optimizer = keras.optimizers.Adam(
+        learning_rate=schedule, beta_1=training.adam_beta_1, beta_2=training.adam_beta_2,
+        epsilon=training.adam_epsilon, global_clipnorm=training.clip_norm,
+        gradient_accumulation_steps=accumulation if accumulation > 1 else None)
+    model.compile(optimizer=optimizer, jit_compile=jit_compile)
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def count_batches(dataset: tf.data.Dataset) -> int:
+    """Batches in one pass of a finite dataset (runs the input pipeline once)."""
+    return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
+
+
+def train(options: TrainOptions) -> TrainResult:
+    """Train (or resume) the run in `options.model_dir`; returns where it stopped."""
+    if options.precision not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {PRECISIONS}, got {options.precision!r}")
+    plans = [x for x in (options.max_steps, options.epochs) if x is not None]
+    if len(plans) > 1:
+        raise ValueError("give at most one of max_steps and epochs")
+    if not plans and options.max_minutes is None:
+        raise ValueError("give a plan: max_steps, epochs or max_minutes")
+    started = time.monotonic()
+    prepared = load_prepared(options.data_dir)
+    run = _run_config(options, prepared)
+    model_dir = pathlib.Path(options.model_dir)
+    config_path = model_dir / model_dir_lib.RUN_CONFIG
+    if config_path.exists():
+        model_dir_lib.check_resumable(model_dir_lib.read_run_config(model_dir), run, model_dir)
+
+    keras.mixed_precision.set_global_policy(options.precision)
+    strategy = make_strategy(options.strategy, options.devices)
+    chief = is_chief(strategy)
+    if chief:
+        model_dir_lib.write_run_config(model_dir, run)
+    keras.utils.set_random_seed(run.training.seed)
+
+    with strategy.scope():
+        model = build_model_and_optimizer(run.model, run.training, options.jit_compile)
+    checkpoint_root = model_dir if chief else model_dir / f"worker_tmp_{id(strategy)}"
+    manager = checkpoints.make_manager(model, model.optimizer, checkpoint_root,
+                                       run.training.keep_checkpoints)
+    start_step = checkpoints.restore_latest(manager)
+    if start_step:
+        logger.info("resuming from %s at step %d", manager.latest_checkpoint, start_step)
+
+    def dataset(split, repeat, shuffle):
+        return make_training_dataset(
+            prepared, split, tokens_per_batch=run.training.tokens_per_batch,
+            max_length=run.training.max_length, num_replicas=strategy.num_replicas_in_sync,
+            shuffle=shuffle, seed=run.training.seed, repeat=repeat)
+
+    if options.epochs is not None:
+        planned_steps = math.ceil(options.epochs * count_batches(dataset("train", False, False)))
+    else:
+        planned_steps = options.max_steps or 10**12  # a time budget alone: "forever"
+    train_data = dataset("train", True, True).skip(start_step)
+    validation_data = dataset("valid", False, False) if "valid" in prepared.splits else None
+
+    eval_every = max(1, min(options.eval_every, planned_steps))
+    logdir = model_dir_lib.logdir(model_dir)
+    checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
+        manager, run.training.checkpoint_every_minutes, enabled=True,
+        on_epoch_end_only=is_multi_worker(strategy))
+    nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
+    time_budget = (callbacks_lib.TimeBudget(options.max_minutes)
+                   if options.max_minutes is not None else None)
+    monitor = callbacks_lib.TrainingMonitor(logdir, options.log_every, enabled=chief)
+    step_stop = callbacks_lib.StopAtStep(planned_steps)
+    callbacks = [nan_stop, step_stop] + ([time_budget] if time_budget else []) + [
+        monitor, checkpoint_callback]
+
+    if start_step < planned_steps:
+        model.fit(
+            train_data, epochs=math.ceil(planned_steps / eval_every),
+            initial_epoch=start_step // eval_every, steps_per_epoch=eval_every,
+            validation_data=validation_data, callbacks=callbacks, verbose=options.verbose)
+    if nan_stop.nan_step is not None:
+        raise TrainingDiverged(
+            f"training diverged: the loss became NaN at step {nan_stop.nan_step}; the last "
+            f"good checkpoint is {manager.latest_checkpoint}")
+    step = int(model.optimizer.iterations.numpy())
+    stopped_by = "time" if time_budget and time_budget.stopped_at_step is not None else "steps"
+    return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
+                       planned_steps=planned_steps, last_checkpoint=manager.latest_checkpoint,
+                       stopped_by=stopped_by, seconds=time.monotonic() - started)
