@@ -146,6 +146,7 @@ def prepare_corpus(
     out_dir,
     bpe_options: bpe_lib.BpeOptions = bpe_lib.BpeOptions(),
     max_length: int | None = None,
+    inputs: dict | None = None,
 ) -> PreparedData:
     """Checks `corpus`, trains the shared BPE model, writes a prepared directory.
 
@@ -155,6 +156,8 @@ def prepare_corpus(
       bpe_options: vocabulary size, normalisation, etc. of the BPE model.
       max_length: drop training pairs longer than this many tokens per side (BPE tokens
         + 1); None keeps all lengths. Valid and test are never filtered.
+      inputs: what to record as the origin of each split in the JSON "inputs" field
+        (default: the absolute paths of the corpus files).
 
     Returns:
       The PreparedData, as `load_prepared(out_dir)` would return it.
@@ -250,7 +253,7 @@ def prepare_corpus(
             "dropped_too_long": dropped["too_long"],
         },
         "corpus_sha256": sha256_of_files(input_paths),
-        "inputs": {
+        "inputs": inputs or {
             split: {"source": str(files.source.resolve()), "target": str(files.target.resolve())}
             for split, files in corpus.splits.items()
         },
@@ -290,7 +293,7 @@ def prepare_dataset(
     from transformer_tf.data.corpora import text_file_corpus
 
     out_dir = Path(out_dir)
-    staging = None
+    staging = inputs = None
     if dataset == "multi30k":
         corpus = multi30k.multi30k_corpus(source_language, target_language, data_dir=data_dir,
                                           download_if_missing=download)
@@ -299,6 +302,8 @@ def prepare_dataset(
         corpus = wmt.write_tfds_corpus(wmt.wmt14_name(source_language, target_language),
                                        source_language, target_language, staging,
                                        data_dir=data_dir, download=download)
+        inputs = {split: {"tfds": corpus.name, "split": wmt.TFDS_SPLITS[split]}
+                  for split in corpus.splits}
     elif dataset == "files":
         files = dict(files or {})
         if files.get("train") is None:
@@ -308,7 +313,7 @@ def prepare_dataset(
     else:
         raise CorpusError(f"unknown dataset {dataset!r}; choose one of {DATASETS}")
     try:
-        return prepare_corpus(corpus, out_dir, bpe_options, max_length)
+        return prepare_corpus(corpus, out_dir, bpe_options, max_length, inputs)
     finally:
         if staging is not None:
             for path in staging.glob("*"):
