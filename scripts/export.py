@@ -1,0 +1,49 @@
+#!/usr/bin/env python
+"""Export a trained model as a SavedModel for TF Serving (text in, text out).
+
+Uses MDIR's averaged checkpoint if there is one (scripts/average_checkpoints.py), else its
+latest training checkpoint, unless --checkpoint says otherwise. The version directory is
+written atomically, in the layout TF Serving watches: saved_models/NAME/VERSION.
+
+Example:
+  python scripts/export.py --model-dir runs/multi30k_en_de/model --out saved_models/en_de/1
+"""
+import argparse
+import sys
+
+from transformer_tf.config import DecodingConfig
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", required=True, help="training run directory")
+    parser.add_argument("--out", required=True, help="export directory, saved_models/NAME/VERSION")
+    parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
+    parser.add_argument("--beam-size", type=int, help="beam size baked into the signatures "
+                                                      "(default: the run's, 4)")
+    parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
+    parser.add_argument("--max-extra-length", type=int,
+                        help="output length limit = input length + this (default 50)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
+    args = parser.parse_args(argv)
+
+    from transformer_tf.export.saved_model import export_model_dir
+    from transformer_tf.training.model_dir import read_run_config
+
+    decoding = read_run_config(args.model_dir).decoding
+    changes = {k: v for k, v in (("beam_size", args.beam_size), ("alpha", args.alpha),
+                                 ("max_extra_length", args.max_extra_length)) if v is not None}
+    decoding = decoding.replace(**changes) if changes else decoding
+    try:
+        path = export_model_dir(args.model_dir, args.out, args.checkpoint, decoding,
+                                overwrite=args.overwrite)
+    except (FileExistsError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Translating many lines: length-sorted batches through a SavedModel or a checkpoint."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import pathlib
+import sys
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the sentencepiece ops SavedModels need)
+from tqdm import tqdm
+
+from transformer_tf.config import DecodingConfig
+from transformer_tf.data.bpe import python_processor
+
+logger = logging.getLogger(__name__)
+
+# text tf.string [N] -> (translations [N, n] list of str, scores [N, n] float)
+BatchFn = Callable[[list], "tuple[list[list[str]], np.ndarray]"]
+
+
+@dataclasses.dataclass
+class LoadedTranslator:
+    """A ready-to-call translator and what it needs to warn about long inputs."""
+
+    translate_batch: BatchFn
+    bpe_model_proto: bytes
+    max_source_tokens: int
+    n_best: int
+
+
+def _decode(strings) -> list[str]:
+    return [s.decode("utf-8", errors="replace") for s in strings]
+
+
+def _from_translator(translator, n_best: int) -> LoadedTranslator:
+    def translate_batch(lines):
+        text = tf.constant(lines, tf.string)
+        if n_best == 1:
+            out = translator.translate(text)
+            return [[t] for t in _decode(out["translation"].numpy())], out["score"].numpy()[:, None]
+        out = translator.translate_nbest(text)
+        texts = [_decode(row)[:n_best] for row in out["translations"].numpy()]
+        return texts, out["scores"].numpy()[:, :n_best]
+    return LoadedTranslator(translate_batch, translator.tokenizer.model_proto,
+                            translator.max_source_tokens, n_best)
+
+
+def load_translator(model: str | None = None, model_dir: str | None = None,
+                    checkpoint: str | None = None, beam_size: int | None = None,
+                    alpha: float | None = None, max_extra_length: int | None = None,
+                    n_best: int = 1) -> LoadedTranslator:
+    """From a SavedModel directory (`model`) or a training run (`model_dir`).
+
+    A SavedModel's own signatures are used when the requested search settings are those it
+    was exported with; otherwise the model is rebuilt from its variables with the new ones.
+    """
+    from transformer_tf.export import saved_model as saved_model_lib
+    from transformer_tf.export.translator import Translator
+
+    changes = {k: v for k, v in (("beam_size", beam_size), ("alpha", alpha),
+                                 ("max_extra_length", max_extra_length)) if v is not None}
+    if (model is None) == (model_dir is None):
+        raise ValueError("give exactly one of a SavedModel directory or a model directory")
+    if model_dir is not None:
+        net, tokenizer, run, _ = saved_model_lib.load_trained(model_dir, checkpoint)
+        decoding = run.decoding.replace(**changes)
+        return _from_translator(Translator(net, tokenizer, decoding, n_best=n_best), n_best)
+    info = saved_model_lib.read_export_info(model)
+    exported = DecodingConfig.from_config(info["decoding"])
+    decoding = exported.replace(**changes)
+    if n_best > decoding.beam_size:
+        raise ValueError(f"--n-best {n_best} exceeds the beam size {decoding.beam_size}")
+    if decoding != exported or n_best > info.get("n_best", 1):
+        return _from_translator(
+            saved_model_lib.translator_from_saved_model(model, decoding), n_best)
+    loaded = tf.saved_model.load(str(model))
+    proto = (pathlib.Path(model) / "assets.extra" / "bpe.model").read_bytes()
+    max_source_tokens = info["model"]["max_position"] - 1
+    serving, nbest = loaded.signatures["serving_default"], loaded.signatures["translate_nbest"]
+
+    def translate_batch(lines):
+        text = tf.constant(lines, tf.string)
+        if n_best == 1:
+            out = serving(text=text)
+            return [[t] for t in _decode(out["translation"].numpy())], out["score"].numpy()[:, None]
+        out = nbest(text=text)
+        texts = [_decode(row)[:n_best] for row in out["translations"].numpy()]
+        return texts, out["scores"].numpy()[:, :n_best]
+    return LoadedTranslator(translate_batch, proto, max_source_tokens, n_best)
+
+
+def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_size: int = 64,
+                    progress: bool = True) -> tuple[list[list[str]], np.ndarray]:
+    """Translate `lines` in batches of similar length; results in the input order.
+
+    Empty lines give empty translations. Lines longer than the model's positions are
+    truncated by the model; each is reported with its line number (1-based) as a warning.
+
+    Returns:
+      (translations: per line a list of n_best strings, scores float [len(lines), n_best]).
+    """
+    processor = python_processor(translator.bpe_model_proto)
+    lengths = [len(processor.encode(line)) for line in lines]
+    for number, length in enumerate(lengths, start=1):
+        if length > translator.max_source_tokens:
+            logger.warning("line %d: %d BPE tokens, truncated to the model's %d", number,
+                           length, translator.max_source_tokens)
+    order = np.argsort(lengths, kind="stable")
+    outputs: list = [None] * len(lines)
+    scores = np.zeros((len(lines), translator.n_best), np.float32)
+    with tqdm(total=len(lines), unit="sent", disable=not progress, file=sys.stderr) as bar:
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            texts, chunk_scores = translator.translate_batch([lines[i] for i in chunk])
+            for row, index in enumerate(chunk):
+                outputs[index] = texts[row]
+                scores[index] = chunk_scores[row]
+            bar.update(len(chunk))
+    return outputs, scores
