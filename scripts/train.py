@@ -10,23 +10,8 @@ import dataclasses
 import json
 import sys
 
-from transformer_tf.config import ModelConfig, PRESET_NAMES, TrainingConfig
-
-
-def parse_assignments(pairs, config_class, flag):
-    """["d_model=256", ...] -> {"d_model": 256, ...}, values parsed as JSON when possible."""
-    fields = {f.name for f in dataclasses.fields(config_class)}
-    result = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or key not in fields:
-            raise SystemExit(f"error: {flag} {pair!r}: expected FIELD=VALUE with FIELD one of "
-                             f"{sorted(fields)}")
-        try:
-            result[key] = json.loads(value)
-        except json.JSONDecodeError:
-            result[key] = value
-    return result
+from transformer_tf.config import (
+    PRESET_NAMES, ConfigError, ModelConfig, TrainingConfig, parse_overrides)
 
 
 def main(argv=None):
@@ -84,15 +69,19 @@ def main(argv=None):
         split_cpu(args.cpu_devices)
     from transformer_tf.training.fit import TrainOptions, TrainingDiverged, train
 
-    training_overrides = parse_assignments(args.training_option, TrainingConfig,
-                                           "--training-option")
+    try:
+        training_overrides = parse_overrides(args.training_option, TrainingConfig,
+                                             "--training-option")
+        model_overrides = parse_overrides(args.model_option, ModelConfig, "--model-option")
+    except ConfigError as error:
+        parser.error(str(error))
     for flag, field in (("tokens_per_batch", "tokens_per_batch"),
                         ("warmup_steps", "warmup_steps"), ("seed", "seed")):
         if getattr(args, flag) is not None:
             training_overrides[field] = getattr(args, flag)
     options = TrainOptions(
         data_dir=args.data, model_dir=args.model_dir, preset=args.preset,
-        model_overrides=parse_assignments(args.model_option, ModelConfig, "--model-option"),
+        model_overrides=model_overrides,
         training_overrides=training_overrides, max_steps=args.max_steps, epochs=args.epochs,
         max_minutes=args.max_minutes, eval_every=args.eval_every, log_every=args.log_every,
         strategy=args.strategy, devices=args.devices, precision=args.precision,

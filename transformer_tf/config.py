@@ -288,8 +288,8 @@ def _presets() -> dict[str, Preset]:
         # Multi30k on a 2-core CPU: ~30k sentences, 8k shared BPE vocabulary.
         "multi30k": Preset(
             model=ModelConfig(vocab_size=8000, num_layers=3, d_model=256, d_ff=1024,
-                              num_heads=4, dropout=0.1, max_position=256),
-            training=TrainingConfig(warmup_steps=2000, learning_rate_scale=1.0,
+                              num_heads=4, dropout=0.2, max_position=256),
+            training=TrainingConfig(warmup_steps=1000, learning_rate_scale=1.0,
                                     tokens_per_batch=4096, max_length=128,
                                     checkpoint_every_minutes=5.0, keep_checkpoints=10,
                                     average_last=5),
@@ -311,3 +311,23 @@ def get_preset(name: str) -> Preset:
     if name not in presets:
         raise ConfigError(f"preset: unknown preset {name!r}; choose one of {PRESET_NAMES}")
     return presets[name]
+
+
+def parse_overrides(pairs, config_class, flag: str = "--option") -> dict[str, Any]:
+    """Command-line overrides ["d_model=256", "clip_norm=1.0"] -> {"d_model": 256, ...}.
+
+    Values are parsed as JSON when they can be (numbers, true/false, null), else kept as
+    strings. Unknown fields raise ConfigError naming the flag and the known fields.
+    """
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    result: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in fields:
+            raise ConfigError(f"{flag} {pair!r}: expected FIELD=VALUE with FIELD one of "
+                              f"{sorted(fields)}")
+        try:
+            result[key] = json.loads(value)
+        except json.JSONDecodeError:
+            result[key] = value
+    return result

@@ -38,9 +38,9 @@ def pick_checkpoint(model_dir, checkpoint=None) -> str:
     """`checkpoint` if given, else the averaged checkpoint if there is one, else the latest."""
     if checkpoint:
         return str(checkpoint)
-    averaged = tf.train.latest_checkpoint(str(model_dir_lib.averaged_prefix(model_dir).parent))
-    if averaged:
-        return averaged
+    averaged = model_dir_lib.averaged_prefix(model_dir)
+    if averaged.with_name(averaged.name + ".index").exists():
+        return str(averaged)
     found = checkpoints.list_checkpoints(model_dir)
     if not found:
         raise FileNotFoundError(f"{model_dir}: no checkpoint found (train first)")
