@@ -19,6 +19,7 @@ The building blocks are functions returning `dataset -> dataset` transforms, for
     .apply(tokenize(tokenizer))       {"id", "source": int32 [None], "target": int32 [None]}
     .apply(add_special_tokens())      {"id", "source", "target_input", "labels"}
     .apply(filter_by_length(L))       drops empty / over-long pairs (optionally counted)
+                                      (tokenize_and_filter fuses these three, per batch)
     .apply(bucket_by_length(spec))    padded batches, {"id": [B], "source": [B, b], ...}
     .apply(to_model_inputs())         ((source, target_input), labels)
 
@@ -178,6 +179,60 @@ def filter_by_length(max_length: int, max_target_length: int | None = None,
     return lambda dataset: dataset.filter(keep)
 
 
+def tokenize_and_filter(tokenizer, max_length: int, max_target_length: int | None = None,
+                        counter: DropCounter | None = None, batch_size: int = 1024,
+                        num_parallel_calls=AUTOTUNE) -> Transform:
+    """tokenize + add_special_tokens + filter_by_length fused, vectorised per batch.
+
+    Same output as the three transforms in a row (string pairs in, kept
+    {"id", "source", "target_input", "labels"} out, order kept), but tokenizes, adds the
+    specials and drops `batch_size` pairs at a time before unbatching, which is about
+    twice as fast as per-element maps and filters.
+    """
+    max_target_length = max_target_length or max_length
+
+    def process(batch):
+        source = tokenizer.tokenize(batch["source"])
+        target = tokenizer.tokenize(batch["target"])
+        source_length = source.row_lengths() + 1  # + EOS
+        target_length = target.row_lengths() + 1  # + BOS / EOS
+        empty = (source_length <= 1) | (target_length <= 1)
+        too_long = ~empty & ((source_length > max_length) | (target_length > max_target_length))
+        keep = ~(empty | too_long)
+        updates = []
+        if counter is not None:
+            updates = [counter.empty.assign_add(tf.math.count_nonzero(empty, dtype=tf.int64)),
+                       counter.too_long.assign_add(tf.math.count_nonzero(too_long, dtype=tf.int64))]
+        with tf.control_dependencies(updates):
+            keep = tf.identity(keep)
+        out = {k: tf.boolean_mask(v, keep) for k, v in batch.items()
+               if k not in ("source", "target")}
+        source = tf.ragged.boolean_mask(source, keep)
+        target = tf.ragged.boolean_mask(target, keep)
+        kept = tf.shape(out["id"])[0] if "id" in out else source.nrows(out_type=tf.int32)
+        eos = tf.fill([kept, 1], tf.constant(EOS_ID, tf.int32))
+        bos = tf.fill([kept, 1], tf.constant(BOS_ID, tf.int32))
+        out["source"] = tf.concat([source, eos], axis=1)
+        out["target_input"] = tf.concat([bos, target], axis=1)
+        out["labels"] = tf.concat([target, eos], axis=1)
+        return out
+
+    def apply(dataset):
+        return (dataset.batch(batch_size)
+                .map(process, num_parallel_calls=num_parallel_calls, deterministic=True)
+                .unbatch()
+                # Unbatched rows are RaggedTensors of ragged rank 0; make them plain tensors
+                # (padded_batch accepts only those).
+                .map(_as_tensors))
+
+    return apply
+
+
+def _as_tensors(example):
+    return {k: v.flat_values if isinstance(v, tf.RaggedTensor) else v
+            for k, v in example.items()}
+
+
 def _example_length(example) -> tf.Tensor:
     return tf.maximum(tf.size(example["source"]), tf.size(example["labels"]))
 
@@ -330,9 +385,7 @@ def make_training_dataset(
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
-    dataset = (dataset.apply(tokenize(tokenizer))
-               .apply(add_special_tokens())
-               .apply(filter_by_length(max_length, counter=drop_counter))
+    dataset = (dataset.apply(tokenize_and_filter(tokenizer, max_length, counter=drop_counter))
                .apply(bucket_by_length(spec)))
     if shuffle and batch_shuffle_buffer > 1:
         dataset = dataset.shuffle(batch_shuffle_buffer,
