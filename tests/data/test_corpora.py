@@ -111,3 +111,28 @@ def test_write_tfds_corpus_keeps_each_sentence_on_one_line(tmp_path):
                                    splits={"train": "train"})
     assert corpus.check() == {"train": 5}
     assert corpus.name == "wmt14_translate/fr-en" and corpus.splits["train"].source.suffix == ".fr"
+
+
+def test_multi30k_tfds_builder_from_manual_dir_and_environment(multi30k_dir, gz_lines,
+                                                               tmp_path, monkeypatch):
+    import transformer_tf.data.multi30k_tfds  # noqa: F401  (registers "multi30k")
+
+    monkeypatch.delenv("TRANSFORMER_TF_DATA", raising=False)
+    config = tfds.download.DownloadConfig(manual_dir=str(multi30k_dir))
+    builder = tfds.builder("multi30k/en-fr", data_dir=str(tmp_path / "tfds"))
+    builder.download_and_prepare(download_config=config)
+    splits = builder.info.splits
+    assert {name: splits[name].num_examples for name in ("train", "validation", "test")} == {
+        "train": 29000, "validation": 1014, "test": 1000}
+    assert builder.info.supervised_keys == ("en", "fr")
+    pairs = tfds_pairs("multi30k/en-fr", "validation", "en", "fr",
+                       data_dir=str(tmp_path / "tfds"), download=False)
+    got = {(a.decode(), b.decode()) for a, b in pairs.as_numpy_iterator()}
+    want = set(zip(gz_lines(multi30k_dir / "val.en.gz"), gz_lines(multi30k_dir / "val.fr.gz")))
+    assert got == want
+
+    # No manual_dir: found through $TRANSFORMER_TF_DATA.
+    monkeypatch.setenv("TRANSFORMER_TF_DATA", str(multi30k_dir.parent))
+    test = tfds.load("multi30k/de-fr", split="test", data_dir=str(tmp_path / "tfds2"),
+                     as_supervised=True)
+    assert sum(1 for _ in test) == 1000

@@ -9,8 +9,8 @@ Typical use:
     valid = data.make_evaluation_dataset(prepared, "valid")
     ids = prepared.tokenizer.tokenize(tf.constant(["A dog runs."]))   # RaggedTensor int32
 
-Modules: textio (reading/checking files), corpora (file pairs per split), multi30k, wmt
-(TFDS), bpe (training + in-graph tokenizer), prepare (prepared directories), bucketing
+Modules: textio (reading/checking files), corpora (file pairs per split), multi30k,
+multi30k_tfds (Multi30k as a TFDS builder; import it to register "multi30k"), wmt (TFDS), bpe (training + in-graph tokenizer), prepare (prepared directories), bucketing
 (bucket boundaries and batch sizes), pipeline (tf.data transforms and entry points).
 """
 from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, normalize_text, train_bpe
@@ -28,6 +28,7 @@ from transformer_tf.data.pipeline import (
     text_pairs,
     to_model_inputs,
     tokenize,
+    tokenize_and_filter,
 )
 from transformer_tf.data.prepare import PreparedData, load_prepared, prepare_corpus
 from transformer_tf.data.textio import CorpusError, InvalidUtf8Error, LineCountMismatchError
@@ -40,5 +41,5 @@ __all__ = [
     "bucket_by_length", "filter_by_length", "load_prepared", "make_evaluation_dataset",
     "make_source_dataset", "make_training_dataset", "multi30k_corpus", "normalize_text",
     "prepare_corpus", "text_file_corpus", "text_pairs", "tfds_pairs", "to_model_inputs",
-    "tokenize", "train_bpe", "wmt14_name", "write_tfds_corpus",
+    "tokenize", "tokenize_and_filter", "train_bpe", "wmt14_name", "write_tfds_corpus",
 ]

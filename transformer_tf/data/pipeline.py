@@ -33,7 +33,13 @@ MirroredStrategy), pass `num_replicas=strategy.num_replicas_in_sync` so every gl
 batch size is a multiple of it; each replica then sees tokens_per_batch / num_replicas
 positions. With `strategy.distribute_datasets_from_function`, pass the InputContext as
 `input_context`: the dataset is sharded per input pipeline and batched per replica with
-`input_context.get_per_replica_batch_size(tokens_per_batch)` tokens.
+`input_context.get_per_replica_batch_size(tokens_per_batch)` tokens. That second form is
+the one to use under MultiWorkerMirroredStrategy: it shards by example before shuffling,
+instead of relying on tf.data auto-sharding of the (single-file) text input.
+
+Shapes: with `repeat=True` every batch is full, so a training run sees at most
+len(boundaries) distinct [batch, length] shapes (27 for max_length 128, growth 1.1); a
+finite pass adds at most one smaller final batch per bucket.
 """
 from __future__ import annotations
 
