@@ -107,14 +107,16 @@ class Translator(tf.Module):
 
     def encode_text(self, text):
         """tf.string [N] -> (source_ids int32 [N, S] with EOS, PAD-padded; truncated bool [N];
-        empty bool [N] for sentences with no token)."""
+        empty bool [N] for sentences that are empty once surrounding whitespace is stripped)."""
+        text = tf.strings.strip(text)
         tokens = self.tokenizer.tokenize(text)
         lengths = tokens.row_lengths()
         truncated = lengths > self.max_source_tokens
         tokens = tokens[:, : self.max_source_tokens]
         eos = tf.fill([tokens.nrows(), 1], tf.constant(EOS_ID, tf.int32))
         with_eos = tf.concat([tf.cast(tokens, tf.int32), eos], axis=1)
-        return with_eos.to_tensor(default_value=PAD_ID), truncated, tf.equal(lengths, 0)
+        empty = tf.logical_or(tf.equal(text, ""), tf.equal(lengths, 0))
+        return with_eos.to_tensor(default_value=PAD_ID), truncated, empty
 
     def _search(self, source_ids, n_best):
         return search_model(self.model, source_ids, self.decoding, n_best=n_best)
