@@ -146,3 +146,12 @@ def test_invalid_utf8_in_corpus_is_reported_with_line(tmp_path):
     corpus = text_file_corpus("en", "de", (tmp_path / "a.en", tmp_path / "a.de"))
     with pytest.raises(InvalidUtf8Error, match=r"a\.de:3:"):
         prepare_corpus(corpus, tmp_path / "out", BpeOptions(vocab_size=300))
+
+
+def test_prepare_refuses_to_overwrite_its_input(tmp_path):
+    (tmp_path / "train.en").write_text("a\n")
+    (tmp_path / "train.de").write_text("b\n")
+    corpus = text_file_corpus("en", "de", (tmp_path / "train.en", tmp_path / "train.de"))
+    with pytest.raises(CorpusError, match="overwritten"):
+        prepare_corpus(corpus, tmp_path, BpeOptions(vocab_size=300))
+    assert (tmp_path / "train.en").read_text() == "a\n"

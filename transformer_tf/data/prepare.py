@@ -170,8 +170,15 @@ def prepare_corpus(
     for split, files in corpus.splits.items():
         counts[split] = files.check()
         logger.info("%s: %d pairs in %s / %s", split, counts[split], files.source, files.target)
-    out_dir.mkdir(parents=True, exist_ok=True)
     src, tgt = corpus.source_language, corpus.target_language
+    for split, files in corpus.splits.items():
+        for path, language in zip(files, (src, tgt)):
+            if path.resolve() == (out_dir / f"{split}.{language}").resolve():
+                raise CorpusError(
+                    f"input {path} would be overwritten by the prepared copy; choose another "
+                    "output directory"
+                )
+    out_dir.mkdir(parents=True, exist_ok=True)
     normalize = functools.partial(bpe_lib.normalize_text, normalization=bpe_options.normalization)
     dropped = {"empty": 0, "too_long": 0}
 
