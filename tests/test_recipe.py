@@ -1,0 +1,44 @@
+"""The main job end to end on a small budget: every artefact is produced and consistent."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
+    work, saved = tmp_path / "work", tmp_path / "saved_models"
+    command = [sys.executable, str(REPO / "scripts" / "main_job.py"), "--work-dir", str(work),
+               "--saved-models-dir", str(saved), "--preset", "tiny", "--vocab-size", "500",
+               "--train-minutes", "0", "--max-steps", "24", "--eval-every", "8",
+               "--training-option", "checkpoint_every_minutes=0.001",
+               "--average-last", "3", "--test-limit", "12", "--beam-size", "2", "--quiet"]
+    env = {"TRANSFORMER_TF_DATA": str(shared_data_dir), "PATH": "/usr/bin:/bin",
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    summary = json.loads((work / "summary.json").read_text())
+    paths = summary["paths"]
+    assert summary["train_steps"] == 24
+    assert (work / "data" / "prepared.json").exists() and (work / "data" / "bpe.model").exists()
+    checkpoints = sorted((work / "model" / "checkpoints").glob("ckpt-*.index"))
+    assert len(checkpoints) >= 3 and (work / "model" / "checkpoints" / "ckpt-24.index").exists()
+    assert len(summary["averaged_checkpoints"]) == 3
+    assert pathlib.Path(paths["averaged_checkpoint"] + ".index").exists()
+    hypotheses = pathlib.Path(paths["hypotheses"]).read_text().split("\n")[:-1]
+    assert len(hypotheses) == 12
+    scores = json.loads(pathlib.Path(paths["scores"]).read_text())
+    assert {"bleu", "chrf", "signature", "bleu_paper_tokenized",
+            "bleu_lowercase_tokenized"} <= set(scores)
+    assert scores["signature"].startswith("nrefs:1|case:mixed")
+    saved_model = pathlib.Path(paths["saved_model"])
+    assert saved_model == saved / "multi30k_en_de" / "1"
+    assert (saved_model / "saved_model.pb").exists()
+    assert len(summary["demo_translations"]) == 3
+    assert list((work / "model" / "logs" / "train").glob("events.out.tfevents.*"))
+    assert "SavedModel" in result.stdout and "sacreBLEU" in result.stdout
