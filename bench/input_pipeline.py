@@ -48,15 +48,17 @@ def _epoch_stats(dataset) -> dict:
     return {key: np.array([row[key] for row in rows], np.int64) for key in rows[0]}
 
 
-def _time_epochs(dataset, epochs: int) -> tuple[float, list[float]]:
-    """Seconds of the first (warm-up) epoch and of each following epoch."""
-    times = []
+def _time_epochs(dataset, epochs: int) -> tuple[float, list[float], list[float]]:
+    """Wall seconds of the first (warm-up) epoch, then wall and CPU seconds (this
+    process, all threads) of each following epoch."""
+    wall, cpu = [], []
     for _ in range(epochs + 1):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         for _ in dataset:
             pass
-        times.append(time.perf_counter() - start)
-    return times[0], times[1:]
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return wall[0], wall[1:], cpu[1:]
 
 
 def run(
@@ -70,6 +72,7 @@ def run(
     epochs: int = 2,
     quick: bool = False,
     seed: int = 0,
+    bucket_growth: float = 1.1,
 ) -> dict:
     """Benchmarks the training input pipeline on Multi30k train.
 
@@ -80,6 +83,7 @@ def run(
       tokens_per_batch: global budget per side (padding counted).
       max_length: longest side kept (tokens, specials included).
       epochs: timed steady-state epochs (after one warm-up epoch); quick mode uses 1.
+      bucket_growth: ratio between consecutive bucket boundaries.
 
     Returns:
       A flat dict of settings and measurements (JSON-serialisable).
@@ -87,7 +91,8 @@ def run(
     epochs = 1 if quick else epochs
     result = {"benchmark": "input_pipeline", "dataset": "multi30k",
               "pair": f"{source_language}-{target_language}", "tokens_per_batch": tokens_per_batch,
-              "max_length": max_length, "cpu_count": os.cpu_count()}
+              "max_length": max_length, "bucket_growth": bucket_growth,
+              "cpu_count": os.cpu_count(), "load_average_1min": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as scratch:
         if prepared_dir is None:
             corpus = multi30k.multi30k_corpus(source_language, target_language, data_dir=data_dir)
@@ -104,16 +109,17 @@ def run(
         def dataset(return_dict):
             return pipeline.make_training_dataset(
                 prepared, "train", tokens_per_batch=tokens_per_batch, max_length=max_length,
-                seed=seed, return_dict=return_dict)
+                seed=seed, bucket_growth=bucket_growth, return_dict=return_dict)
 
         stats = _epoch_stats(dataset(True))
-        warmup, times = _time_epochs(dataset(False), epochs)
+        warmup, times, cpu_times = _time_epochs(dataset(False), epochs)
 
     pairs = int(stats["batch"].sum())
     real_source, real_target = int(stats["real_source"].sum()), int(stats["real_target"].sum())
     padded = int((stats["batch"] * stats["length"]).sum())  # per side
     seconds = float(np.mean(times))
-    spec = BucketSpec.create(tokens_per_batch, max_length)
+    cpu_seconds = float(np.mean(cpu_times))
+    spec = BucketSpec.create(tokens_per_batch, max_length, growth=bucket_growth)
     result.update({
         "pairs_per_epoch": pairs,
         "batches_per_epoch": int(len(stats["batch"])),
@@ -130,6 +136,10 @@ def run(
         "pairs_per_second": round(pairs / seconds, 1),
         "tokens_per_second": round((real_source + real_target) / seconds, 1),
         "batches_per_second": round(len(stats["batch"]) / seconds, 2),
+        # Load-independent: CPU time the pipeline burns (2 cores can give 2 s per second).
+        "epoch_cpu_seconds": round(cpu_seconds, 3),
+        "pairs_per_cpu_second": round(pairs / cpu_seconds, 1),
+        "batches_per_cpu_second": round(len(stats["batch"]) / cpu_seconds, 2),
     })
     return result
 
@@ -151,10 +161,13 @@ def main(argv=None) -> int:
                         help="longest side kept, in tokens (default: 128)")
     parser.add_argument("--epochs", type=int, default=2,
                         help="timed epochs after one warm-up epoch (default: 2)")
+    parser.add_argument("--bucket-growth", type=float, default=1.1,
+                        help="ratio between consecutive bucket boundaries (default: 1.1)")
     parser.add_argument("--quick", action="store_true", help="one timed epoch")
     args = parser.parse_args(argv)
     result = run(args.data_dir, args.prepared, args.src, args.tgt, args.vocab_size,
-                 args.tokens_per_batch, args.max_length, args.epochs, args.quick)
+                 args.tokens_per_batch, args.max_length, args.epochs, args.quick,
+                 bucket_growth=args.bucket_growth)
     print(json.dumps(result, indent=2))
     return 0
 
