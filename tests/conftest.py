@@ -7,6 +7,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
+from transformer_tf.training.distribution import split_cpu  # noqa: E402
+
+# Two logical CPU devices, so that tests can run MirroredStrategy with 2 replicas in this
+# process (tests/training/test_replicas.py). pytest imports this file before any test
+# module, i.e. before TensorFlow initialises its devices; the default strategy still uses
+# /cpu:0 only. If TF was initialised earlier (a plugin?), the split is skipped and the
+# tests that need two devices run themselves in a subprocess instead.
+try:
+    split_cpu(2)
+except RuntimeError:
+    pass
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

@@ -8,6 +8,9 @@ the number of replicas: not a mean of per-replica means, not diluted by padding.
 
 Metrics (loss, nll, token accuracy, perplexity, target token count) accumulate sums and
 counts in sum-aggregated variables, so their results are global token-weighted means.
+Inside a step (replica context) such a variable reads as this replica's share only, and
+Keras averages the logs the replicas return: the logs would be a mean of per-replica
+means. So the step all-reduces the accumulators and returns the global results.
 """
 from __future__ import annotations
 
@@ -58,7 +61,23 @@ class Seq2SeqTrainingMixin(keras_workarounds.MultiWorkerFitMixin):
         self.accuracy_metric.update_state(sums.correct_count, sums.token_count)
         self.perplexity_metric.update_state(sums.nll_sum, sums.token_count)
         self.token_count_metric.update_state(sums.token_count)
-        return self.shape_logs_for_strategy({m.name: m.result() for m in self.metrics})
+        return self.shape_logs_for_strategy(self._global_metric_results())
+
+    def _global_metric_results(self):
+        """The metrics' results over all replicas, from inside a step (see module doc)."""
+        context = tf.distribute.get_replica_context()
+        if context is None or context.num_replicas_in_sync == 1:
+            return {m.name: m.result() for m in self.metrics}
+        means = [self.loss_metric, self.nll_metric, self.accuracy_metric,
+                 self.perplexity_metric]
+        local = [tf.convert_to_tensor(v) for m in means for v in (m.total, m.count)]
+        local.append(tf.convert_to_tensor(self.token_count_metric.variables[0]))
+        totals = tf.unstack(context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stack(local)))
+        results = {m.name: tf.math.divide_no_nan(totals[2 * i], totals[2 * i + 1])
+                   for i, m in enumerate(means)}
+        results[self.perplexity_metric.name] = tf.exp(results[self.perplexity_metric.name])
+        results[self.token_count_metric.name] = totals[-1]
+        return {m.name: results[m.name] for m in self.metrics}
 
     def train_step(self, data):
         with tf.GradientTape() as tape:
