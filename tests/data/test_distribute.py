@@ -15,7 +15,8 @@ CHILD = textwrap.dedent(
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
-    from transformer_tf.data import load_prepared, make_training_dataset
+    from transformer_tf.data import (DropCounter, load_prepared, make_evaluation_dataset,
+                                     make_training_dataset)
 
     prepared = load_prepared(sys.argv[1])
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -43,7 +44,11 @@ CHILD = textwrap.dedent(
         result["fn_sizes"].append([int(tf.size(p)) for p in
                                    strategy.experimental_local_results(labels)])
 
-    # 3. model.fit consumes ((source, target_input), labels) as it is.
+    # 3. model.fit consumes ((source, target_input), labels) as it is, with a drop counter
+    #    in the training pipeline and the ordered evaluation dataset for validation.
+    counter = DropCounter()
+    counted = make_training_dataset(prepared, tokens_per_batch=512, max_length=24,
+                                    num_replicas=replicas, seed=1, drop_counter=counter).take(3)
     with strategy.scope():
         source_in = keras.Input([None], dtype="int32")
         target_in = keras.Input([None], dtype="int32")
@@ -52,8 +57,11 @@ CHILD = textwrap.dedent(
         model = keras.Model([source_in, target_in], logits)
         model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True,
                                                                           ignore_class=0))
-    history = model.fit(dataset, steps_per_epoch=3, epochs=1, verbose=0)
+    history = model.fit(counted, epochs=1, verbose=0, validation_steps=2,
+                        validation_data=make_evaluation_dataset(prepared, "valid", batch_size=64))
     result["loss"] = history.history["loss"][-1]
+    result["val_loss"] = history.history["val_loss"][-1]
+    result["dropped"] = counter.result()
     print("RESULT " + json.dumps(result))
     """
 )
@@ -76,4 +84,5 @@ def test_mirrored_strategy_splits_global_batches_evenly(small_prepared):
         assert (b0 + b1) * l0 <= 512  # the global budget holds for the whole batch
     for sizes in result["fn_sizes"]:
         assert all(0 < size <= 256 for size in sizes)  # per-replica budget 512 / 2
-    assert result["loss"] > 0
+    assert result["loss"] > 0 and result["val_loss"] > 0
+    assert result["dropped"]["too_long"] > 0  # counted through the distributed pipeline
