@@ -37,3 +37,36 @@ def shared_data_dir() -> pathlib.Path:
     if not (path / "multi30k").is_dir():
         pytest.skip(f"Multi30k not found under {path} (set TRANSFORMER_TF_DATA)")
     return path
+
+
+TINY_MULTI30K_PAIRS = {"train": 500, "valid": 40}
+TINY_MULTI30K_VOCAB = 500  # the smallest round size above the 256 byte pieces + characters
+
+
+@pytest.fixture(scope="session")
+def tiny_multi30k(shared_data_dir, tmp_path_factory):
+    """A prepared en-de directory (PreparedData) over the first 500 training and 40 valid
+    pairs of Multi30k, BPE vocabulary 500, training pairs longer than 64 tokens dropped.
+    Built once per session (about a second); for the training tests."""
+    import gzip
+    import itertools
+
+    from transformer_tf.data import bpe
+    from transformer_tf.data.corpora import text_file_corpus
+    from transformer_tf.data.prepare import prepare_corpus
+
+    raw = tmp_path_factory.mktemp("tiny_multi30k_text")
+    files = {}
+    for split, stem in (("train", "train"), ("valid", "val")):
+        pair = []
+        for language in ("en", "de"):
+            with gzip.open(shared_data_dir / "multi30k" / f"{stem}.{language}.gz", "rt",
+                           encoding="utf-8") as handle:
+                lines = list(itertools.islice(handle, TINY_MULTI30K_PAIRS[split]))
+            path = raw / f"{split}.{language}"
+            path.write_text("".join(lines), encoding="utf-8")
+            pair.append(path)
+        files[split] = tuple(pair)
+    corpus = text_file_corpus("en", "de", **files, name="multi30k-tiny")
+    return prepare_corpus(corpus, tmp_path_factory.mktemp("tiny_multi30k"),
+                          bpe.BpeOptions(vocab_size=TINY_MULTI30K_VOCAB), max_length=64)

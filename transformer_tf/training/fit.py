@@ -71,6 +71,7 @@ class TrainResult:
     last_checkpoint: str | None
     stopped_by: str  # "steps", "time"
     seconds: float
+    start_step: int = 0  # the checkpoint step this run resumed from (0: a fresh start)
 
 
 def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
@@ -136,8 +137,12 @@ def train(options: TrainOptions) -> TrainResult:
 
     with strategy.scope():
         model = build_model_and_optimizer(run.model, run.training, options.jit_compile)
-    checkpoint_root = model_dir if chief else model_dir / f"worker_tmp_{id(strategy)}"
-    manager = checkpoints.make_manager(model, model.optimizer, checkpoint_root,
+    # Every worker restores from MDIR's checkpoints (MDIR must be on a file system the
+    # workers share): workers resuming from different states would run different numbers
+    # of steps and wait forever for each other. Only the chief writes checkpoints; saving
+    # our checkpoints (model and optimizer variables, no sync-on-read ones) involves no
+    # collective op, so the other workers need not save anywhere.
+    manager = checkpoints.make_manager(model, model.optimizer, model_dir,
                                        run.training.keep_checkpoints)
     start_step = checkpoints.restore_latest(manager)
     if start_step:
@@ -159,7 +164,7 @@ def train(options: TrainOptions) -> TrainResult:
     eval_every = max(1, min(options.eval_every, planned_steps))
     logdir = model_dir_lib.logdir(model_dir)
     checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
-        manager, run.training.checkpoint_every_minutes, enabled=True,
+        manager, run.training.checkpoint_every_minutes, enabled=chief,
         on_epoch_end_only=is_multi_worker(strategy))
     nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
     time_budget = (callbacks_lib.TimeBudget(options.max_minutes)
@@ -182,4 +187,5 @@ def train(options: TrainOptions) -> TrainResult:
     stopped_by = "time" if time_budget and time_budget.stopped_at_step is not None else "steps"
     return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
                        planned_steps=planned_steps, last_checkpoint=manager.latest_checkpoint,
-                       stopped_by=stopped_by, seconds=time.monotonic() - started)
+                       stopped_by=stopped_by, seconds=time.monotonic() - started,
+                       start_step=start_step)

@@ -1,0 +1,192 @@
+"""Training runs on a small real slice of Multi30k (preset tiny, 500 pairs, 200 steps).
+
+Two runs of the same command line (`scripts/train.py`, dropout 0, a checkpoint every
+0.6 s):
+
+* reference: uninterrupted, in this process (`fit.train`, what the script calls);
+* resumed: the script in a subprocess, SIGKILLed once a checkpoint of step >= 10 exists,
+  then started again with the same command.
+
+They show that the resumed run continues from the saved step with the same optimizer
+state and data position (it ends with the reference's weights), that the model learns,
+and that TensorBoard gets the scalars.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+STEPS = 200
+EVAL_EVERY = 100
+LOG_EVERY = 10
+KILL_AFTER_STEP = 10  # SIGKILL once a checkpoint of at least this step exists
+
+
+def train_args(data_dir, model_dir):
+    return ["--data", str(data_dir), "--preset", "tiny", "--model-dir", str(model_dir),
+            "--max-steps", str(STEPS), "--eval-every", str(EVAL_EVERY),
+            "--log-every", str(LOG_EVERY), "--model-option", "dropout=0",
+            "--training-option", "checkpoint_every_minutes=0.01", "--quiet"]
+
+
+def latest_step(model_dir) -> int | None:
+    """The newest checkpoint step recorded in MDIR/checkpoints/checkpoint (None if none)."""
+    state = pathlib.Path(model_dir) / "checkpoints" / "checkpoint"
+    try:
+        match = re.search(r'^model_checkpoint_path: ".*ckpt-(\d+)"', state.read_text(), re.M)
+    except FileNotFoundError:
+        return None
+    return int(match.group(1)) if match else None
+
+
+def model_weights(model_dir, checkpoint):
+    """Model weights of a checkpoint, restored into a fresh Transformer of the run."""
+    from transformer_tf.models.transformer import Transformer
+    from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+
+    model = Transformer(model_dir_lib.read_run_config(model_dir).model)
+    model.build()
+    checkpoints.load_weights(model, checkpoint)
+    return {w.path.split("/", 1)[1]: w.numpy() for w in model.weights}
+
+
+def scalars(logdir, run):
+    """{tag: [(step, value), ...]} from the TensorBoard event files of logdir/run."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(pathlib.Path(logdir) / run), size_guidance={"tensors": 0})
+    events.Reload()
+    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
+            for tag in events.Tags()["tensors"]}
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_multi30k, tmp_path_factory):
+    """The uninterrupted run, in this process, through scripts/train.py's own parser."""
+    from transformer_tf.training.fit import TrainOptions, train
+
+    model_dir = tmp_path_factory.mktemp("reference")
+    result = train(TrainOptions(
+        data_dir=str(tiny_multi30k.directory), model_dir=str(model_dir), preset="tiny",
+        model_overrides={"dropout": 0}, training_overrides={"checkpoint_every_minutes": 0.01},
+        max_steps=STEPS, eval_every=EVAL_EVERY, log_every=LOG_EVERY, verbose=0))
+    return result
+
+
+@pytest.fixture(scope="module")
+def resumed(tiny_multi30k, tmp_path_factory):
+    """Kill the script with SIGKILL after a checkpoint, then run the same command again."""
+    work = tmp_path_factory.mktemp("resumed")
+    model_dir = work / "model"
+    command = [sys.executable, str(REPO / "scripts" / "train.py"),
+               *train_args(tiny_multi30k.directory, model_dir)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    with open(work / "killed.log", "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 240
+        try:
+            while (latest_step(model_dir) or 0) < KILL_AFTER_STEP:
+                assert process.poll() is None, "the run ended before it could be killed"
+                assert time.monotonic() < deadline, "no checkpoint within 240 s"
+                time.sleep(0.02)
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+    killed_at = latest_step(model_dir)
+    killed_checkpoints = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
+    lines = second.stdout.splitlines()
+    result = json.loads("\n".join(lines[max(i for i, x in enumerate(lines) if x == "{"):]))
+    return {"model_dir": model_dir, "killed_at": killed_at, "result": result,
+            "killed_checkpoints": killed_checkpoints}
+
+
+def test_killed_run_left_a_readable_checkpoint(resumed):
+    assert KILL_AFTER_STEP <= resumed["killed_at"] < STEPS  # killed mid-way
+    # Saves go through temporary names: only complete checkpoints are listed.
+    listed = {f"ckpt-{resumed['killed_at']}.index"}
+    assert listed <= set(resumed["killed_checkpoints"])
+
+
+def test_restarted_run_continues_from_the_saved_step(resumed):
+    result = resumed["result"]
+    assert result["start_step"] == resumed["killed_at"]
+    assert result["step"] == result["planned_steps"] == STEPS
+    assert result["last_checkpoint"].endswith(f"ckpt-{STEPS}")
+    # The restarted process writes new event files; its first training scalars are
+    # for the first logging step after the checkpoint, not for step LOG_EVERY.
+    logdir = pathlib.Path(result["logdir"])
+    newest = max((logdir / "train").iterdir(), key=lambda p: p.stat().st_mtime)
+    import tensorflow as tf
+    steps = sorted({event.step for event in tf.compat.v1.train.summary_iterator(str(newest))
+                    if event.summary.value})
+    first = (resumed["killed_at"] // LOG_EVERY + 1) * LOG_EVERY
+    assert steps == list(range(first, STEPS + 1, LOG_EVERY))
+
+
+def test_every_kept_checkpoint_restores(resumed):
+    from transformer_tf.training import checkpoints
+
+    model_dir = resumed["model_dir"]
+    kept = checkpoints.list_checkpoints(model_dir)
+    assert kept and kept[-1].endswith(f"ckpt-{STEPS}")
+    for path in kept:
+        weights = model_weights(model_dir, path)
+        assert all(np.isfinite(w).all() for w in weights.values()), path
+
+
+def test_resumed_run_ends_like_the_uninterrupted_one(resumed, reference):
+    # Same step count, optimizer state (Adam moments, iteration count) and data position
+    # (the seeded dataset replayed, consumed batches skipped): the same final weights.
+    assert reference.step == STEPS
+    ours = model_weights(resumed["model_dir"], resumed["result"]["last_checkpoint"])
+    theirs = model_weights(reference.model_dir, reference.last_checkpoint)
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        np.testing.assert_allclose(ours[name], theirs[name], rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
+
+
+def test_the_model_learns(reference):
+    loss = dict(scalars(reference.logdir, "train")["loss"])
+    first, last = loss[LOG_EVERY], loss[STEPS]  # means over steps 1-10 and 191-200
+    assert first > 5.5  # about log(500) = 6.2 at the start
+    assert last < first - 1.5, loss
+    validation = dict(scalars(reference.logdir, "validation")["loss"])
+    assert validation[STEPS] < validation[EVAL_EVERY] < first
+
+
+def test_tensorboard_scalars(reference):
+    from transformer_tf.training.schedule import transformer_learning_rate
+
+    train = scalars(reference.logdir, "train")
+    assert {"loss", "nll", "perplexity", "token_accuracy", "learning_rate",
+            "target_tokens_per_second", "steps_per_second"} <= train.keys()
+    logged_steps = list(range(LOG_EVERY, STEPS + 1, LOG_EVERY))
+    for tag, values in train.items():
+        assert [step for step, _ in values] == logged_steps, tag
+        assert all(math.isfinite(value) for _, value in values), tag
+    for (step, nll), (_, perplexity) in zip(train["nll"], train["perplexity"]):
+        assert perplexity == pytest.approx(math.exp(nll), rel=1e-5)
+    assert all(0 <= value <= 1 for _, value in train["token_accuracy"])
+    assert all(value > 0 for _, value in train["target_tokens_per_second"])
+    for step, rate in train["learning_rate"]:  # the rate of the next update (paper step + 1)
+        assert rate == pytest.approx(transformer_learning_rate(step + 1, d_model=16,
+                                                               warmup_steps=100), rel=1e-5)
+    validation = scalars(reference.logdir, "validation")
+    assert {"loss", "nll", "perplexity", "token_accuracy"} <= validation.keys()
+    for tag, values in validation.items():
+        assert [step for step, _ in values] == [EVAL_EVERY, STEPS], tag
