@@ -1,0 +1,446 @@
+#!/usr/bin/env python
+"""Runs the whole benchmark suite, ours and the peers side by side, in one run.
+
+    python bench/run_all.py [--quick] [--json] [--out FILE] [--only train,decode,...]
+                            [--shapes base,multi30k]
+
+Every workload runs in its own subprocess (bench/workers/*.py) with 2 threads, one
+after the other, so thread settings, imports and memory peaks never mix. The result is
+ONE JSON object (see bench/README.md for every field):
+
+    {"suite": ..., "quick": ..., "seconds": ..., "machine": {...},
+     "matmul_peak": {"peak_gflops": ..., "tf_gflops": ..., "numpy_gflops": ..., ...},
+     "benchmarks": {NAME: {"metric": ..., "ours": ..., "ours_xla": ..., "peer": ...,
+                           "peer_name": ..., "ratio": ..., "ratio_xla": ...,
+                           "target_ratio": ..., "meets_target": ...,
+                           "ours_gflops": ..., "ours_fraction_of_peak": ..., ...,
+                           "peer_missing": null | "why", "details": {...}}},
+     "workers": {NAME: {"seconds": ..., "ok": ..., "error": ...}}}
+
+A peer that is not installed, or whose worker fails, is reported as null with the reason;
+the suite never stops on one failing workload.
+
+--quick (about 5 minutes on a quiet 2-core machine): one timed step or decode per
+configuration at the base shape, no XLA decoding. The full run times more repeats and
+also decodes with XLA.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+WORKERS = BENCH / "workers"
+sys.path.insert(0, str(BENCH))
+import common  # noqa: E402
+
+SECTIONS = ("matmul", "train", "decode", "pipeline")
+
+# Targets of the performance issue (ratios in one run; memory has none).
+TARGETS = {"train_vs_torch": 1.2, "decode_vs_ctranslate2": 0.8, "decode_vs_hf": 1.5,
+           "pipeline_vs_training": 20.0, "train_fraction_of_peak": 0.7}
+
+PEER_MODULES = {"torch": ["torch"], "ctranslate2": ["ctranslate2", "transformers", "torch"],
+                "hf": ["transformers", "torch"]}
+
+
+def log(message: str) -> None:
+    print(f"[run_all {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def missing_modules(names) -> str | None:
+    """None when every module can be imported, else why not (without importing it)."""
+    missing = [n for n in names if importlib.util.find_spec(n) is None]
+    if missing:
+        return (f"not installed: {', '.join(missing)} "
+                "(pip install -e '.[bench]'; install torch==2.13.0 first for the CPU wheel)")
+    return None
+
+
+class Runner:
+    """Starts workers one at a time and keeps what each one said."""
+
+    def __init__(self, timeout: float, without=()):
+        self.timeout = timeout
+        self.without = set(without)
+        self.workers: dict[str, dict] = {}
+
+    def run(self, name: str, script: str, args: list[str], needs=()) -> tuple[dict | None, str | None]:
+        """(result, None) or (None, reason)."""
+        reason = missing_modules(needs)
+        disabled = sorted(self.without & set(needs))
+        if disabled:
+            reason = f"disabled with --without {','.join(disabled)}"
+        if reason is not None:
+            self.workers[name] = {"ok": False, "seconds": 0.0, "error": reason}
+            log(f"{name}: skipped, {reason}")
+            return None, reason
+        command = [sys.executable, str(WORKERS / f"{script}.py"), *args]
+        log(f"{name}: {' '.join(command[1:])}")
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True,
+                                  timeout=self.timeout, cwd=str(common.ROOT))
+        except subprocess.TimeoutExpired:
+            seconds = time.perf_counter() - start
+            reason = f"timed out after {seconds:.0f} s"
+            self.workers[name] = {"ok": False, "seconds": round(seconds, 1), "error": reason}
+            log(f"{name}: {reason}")
+            return None, reason
+        seconds = time.perf_counter() - start
+        result = None
+        for line in reversed(proc.stdout.strip().splitlines()):
+            try:
+                result = json.loads(line)
+                break
+            except json.JSONDecodeError:
+                continue
+        if proc.returncode != 0 or not isinstance(result, dict):
+            tail = [line for line in (proc.stderr or proc.stdout).strip().splitlines()
+                    if line.strip()][-6:]
+            reason = f"exit code {proc.returncode}: " + " | ".join(tail)[-1200:]
+            self.workers[name] = {"ok": False, "seconds": round(seconds, 1), "error": reason}
+            log(f"{name}: FAILED {reason}")
+            return None, reason
+        self.workers[name] = {"ok": True, "seconds": round(seconds, 1)}
+        log(f"{name}: done in {seconds:.0f} s")
+        return result, None
+
+
+def _ratio(a, b):
+    if a is None or b is None or not b:
+        return None
+    return a / b
+
+
+def _diff(a, b):
+    return None if a is None or b is None else a - b
+
+
+def _fraction(gflops, peak):
+    if gflops is None or not peak:
+        return None
+    return gflops / peak
+
+
+def _get(result, key):
+    return None if result is None else result.get(key)
+
+
+def _round(value, digits=4):
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {k: _round(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round(v, digits) for v in value]
+    return value
+
+
+def plan(quick: bool) -> dict:
+    """Repeats per workload: (warm-up calls, timed calls, seconds cap on timed calls)."""
+    if quick:
+        return {"train_big": (1, 1, None), "train_small": (1, 5, 8.0),
+                "decode": (1, 3, 4.0), "decode_xla": (), "pipeline_epochs": 1,
+                "timeout": 600.0, "matmul_repeats": 10}
+    return {"train_big": (2, 5, 60.0), "train_small": (2, 20, 30.0),
+            "decode": (1, 5, 30.0), "decode_xla": ("on",), "pipeline_epochs": 2,
+            "timeout": 2400.0, "matmul_repeats": 30}
+
+
+def _repeat_args(spec) -> list[str]:
+    warmup, repeats, cap = spec
+    args = ["--warmup", str(warmup), "--repeats", str(repeats)]
+    if cap is not None:
+        args += ["--max-seconds", str(cap)]
+    return args
+
+
+def run_suite(quick: bool, sections, shapes, without=()) -> dict:
+    started = time.perf_counter()
+    settings = plan(quick)
+    runner = Runner(settings["timeout"], without)
+    report: dict = {
+        "suite": "transformer_tf bench/run_all.py",
+        "quick": quick,
+        "started": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                    "processor": _cpu_model(), "python": platform.python_version(),
+                    "threads_per_engine": common.THREADS,
+                    "load_average_start": common.load_average(),
+                    "note": "shared machine: other jobs run at the same time; figures are "
+                            "best-of-N and noisy, compare ratios within one run"},
+        "shapes": {name: common.SHAPES[name].to_dict() for name in shapes},
+        "workload": {"batch": 32, "source_len": 32, "target_len": 32, "output_len": 32},
+        "matmul_peak": None,
+        "benchmarks": {},
+    }
+    benchmarks = report["benchmarks"]
+
+    # ---------------------------------------------------------------- matmul peak
+    peak = None
+    if "matmul" in sections:
+        engines = "tf,numpy" if "torch" in without else "tf,numpy,torch"
+        result, error = runner.run("matmul", "matmul",
+                                   ["--repeats", str(settings["matmul_repeats"]),
+                                    "--engines", engines])
+        report["matmul_peak"] = result if result is not None else {"error": error}
+        peak = _get(result, "peak_gflops")
+
+    # ---------------------------------------------------------------- training
+    train_results = {}
+    if "train" in sections:
+        for shape in shapes:
+            spec = settings["train_big"] if shape == "base" else settings["train_small"]
+            common_args = ["--shape", shape, *_repeat_args(spec)]
+            ours, ours_error = runner.run(f"train_tf_{shape}", "train_tf", common_args)
+            ours_xla, xla_error = runner.run(f"train_tf_{shape}_xla", "train_tf",
+                                             common_args + ["--xla"])
+            peer, peer_error = runner.run(f"train_torch_{shape}", "train_torch", common_args,
+                                          needs=PEER_MODULES["torch"])
+            train_results[shape] = (ours, ours_xla, peer)
+            entry = {
+                "metric": "target_tokens_per_s", "higher_is_better": True,
+                "ours": _get(ours, "target_tokens_per_s"),
+                "ours_xla": _get(ours_xla, "target_tokens_per_s"),
+                "peer": _get(peer, "target_tokens_per_s"), "peer_name": "torch.nn.Transformer",
+                "peer_missing": peer_error,
+                "ours_error": ours_error, "ours_xla_error": xla_error,
+                "ours_gflops": _get(ours, "achieved_gflops"),
+                "ours_xla_gflops": _get(ours_xla, "achieved_gflops"),
+                "peer_gflops": _get(peer, "achieved_gflops"),
+                "gflop_per_step": _get(ours or ours_xla or peer, "gflop_per_step"),
+                "peak_gflops": peak,
+                "target_ratio": TARGETS["train_vs_torch"],
+                "target_fraction_of_peak": TARGETS["train_fraction_of_peak"],
+                "details": {"ours": ours, "ours_xla": ours_xla, "peer": peer},
+            }
+            entry["ratio"] = _ratio(entry["ours"], entry["peer"])
+            entry["ratio_xla"] = _ratio(entry["ours_xla"], entry["peer"])
+            entry["ours_fraction_of_peak"] = _fraction(entry["ours_gflops"], peak)
+            entry["ours_xla_fraction_of_peak"] = _fraction(entry["ours_xla_gflops"], peak)
+            entry["peer_fraction_of_peak"] = _fraction(entry["peer_gflops"], peak)
+            best_ratio = max([r for r in (entry["ratio"], entry["ratio_xla"]) if r is not None],
+                             default=None)
+            entry["meets_target"] = (None if best_ratio is None
+                                     else best_ratio >= entry["target_ratio"])
+            best_fraction = max([f for f in (entry["ours_fraction_of_peak"],
+                                             entry["ours_xla_fraction_of_peak"])
+                                 if f is not None], default=None)
+            entry["meets_peak_target"] = (None if best_fraction is None
+                                          else best_fraction >= entry["target_fraction_of_peak"])
+            benchmarks[f"train_{shape}"] = entry
+
+        # Peak memory of a training step: each worker above ran alone in its process.
+        memory_shape = "base" if "base" in train_results else shapes[0]
+        ours, ours_xla, peer = train_results[memory_shape]
+        entry = {
+            "metric": "peak_rss_mb", "higher_is_better": False,
+            "ours": _get(ours, "peak_rss_mb"), "ours_xla": _get(ours_xla, "peak_rss_mb"),
+            "peer": _get(peer, "peak_rss_mb"), "peer_name": "torch.nn.Transformer",
+            "peer_missing": (None if peer is not None else
+                             runner.workers.get(f"train_torch_{memory_shape}", {}).get("error")),
+            "shape": memory_shape,
+            "details": {
+                "what": "peak RSS of the whole training-benchmark process (runtime, model, "
+                        "optimizer state, warm-up and timed steps); *_built_mb is the RSS "
+                        "after building the model and optimizer, before the first step",
+                "ours_rss_start_mb": _get(ours, "rss_start_mb"),
+                "ours_built_mb": _get(ours, "rss_built_mb"),
+                "ours_peak_minus_start_mb": _diff(_get(ours, "peak_rss_mb"),
+                                                  _get(ours, "rss_start_mb")),
+                "ours_xla_peak_minus_start_mb": _diff(_get(ours_xla, "peak_rss_mb"),
+                                                      _get(ours_xla, "rss_start_mb")),
+                "peer_peak_minus_start_mb": _diff(_get(peer, "peak_rss_mb"),
+                                                  _get(peer, "rss_start_mb")),
+                "ours_xla_built_mb": _get(ours_xla, "rss_built_mb"),
+                "peer_rss_start_mb": _get(peer, "rss_start_mb"),
+                "peer_built_mb": _get(peer, "rss_built_mb"),
+            },
+        }
+        entry["ratio"] = _ratio(entry["ours"], entry["peer"])
+        entry["ratio_xla"] = _ratio(entry["ours_xla"], entry["peer"])
+        benchmarks[f"memory_train_{memory_shape}"] = entry
+
+    # ---------------------------------------------------------------- decoding
+    if "decode" in sections:
+        shape_list = ",".join(shapes)
+        repeat_args = _repeat_args(settings["decode"])
+        modes = ",".join(("off",) + tuple(settings["decode_xla"]))
+        ours, ours_error = runner.run(
+            "decode_tf", "decode_tf",
+            ["--shapes", shape_list, "--beams", "1,4", "--xla-modes", modes, *repeat_args])
+        peers = {}
+        for engine in ("ctranslate2", "hf"):
+            peers[engine] = runner.run(
+                f"decode_{engine}", "decode_peer",
+                ["--engine", engine, "--shapes", shape_list, "--beams", "1,4", *repeat_args],
+                needs=PEER_MODULES[engine])
+
+        def find(result, shape, beam, xla=None):
+            for run in (result or {}).get("runs", []):
+                if run["shape"] == shape and run["beam"] == beam and (
+                        xla is None or run["xla"] == xla):
+                    return run
+            return None
+
+        for shape in shapes:
+            for beam in (1, 4):
+                mine = find(ours, shape, beam, False)
+                mine_xla = find(ours, shape, beam, True)
+                for engine, (peer_result, peer_error) in peers.items():
+                    theirs = find(peer_result, shape, beam)
+                    if peer_error is None and theirs is None:
+                        peer_error = "no run for this configuration"
+                    entry = {
+                        "metric": "output_tokens_per_s", "higher_is_better": True,
+                        "ours": _get(mine, "output_tokens_per_s"),
+                        "ours_xla": _get(mine_xla, "output_tokens_per_s"),
+                        "peer": _get(theirs, "output_tokens_per_s"),
+                        "peer_name": {"ctranslate2": "CTranslate2 (float32, Marian)",
+                                      "hf": "transformers MarianMTModel.generate"}[engine],
+                        "peer_missing": peer_error, "ours_error": ours_error,
+                        "ours_xla_missing": (None if mine_xla is not None else
+                                             "XLA decoding not run with --quick"
+                                             if quick else ours_error),
+                        "ours_sentences_per_s": _get(mine, "sentences_per_s"),
+                        "peer_sentences_per_s": _get(theirs, "sentences_per_s"),
+                        "ours_gflops": _get(mine, "achieved_gflops"),
+                        "ours_xla_gflops": _get(mine_xla, "achieved_gflops"),
+                        "peer_gflops": _get(theirs, "achieved_gflops"),
+                        "peak_gflops": peak,
+                        "target_ratio": TARGETS[f"decode_vs_{engine}"],
+                        "details": {"ours": mine, "ours_xla": mine_xla, "peer": theirs},
+                    }
+                    entry["ratio"] = _ratio(entry["ours"], entry["peer"])
+                    entry["ratio_xla"] = _ratio(entry["ours_xla"], entry["peer"])
+                    entry["ours_fraction_of_peak"] = _fraction(entry["ours_gflops"], peak)
+                    entry["ours_xla_fraction_of_peak"] = _fraction(entry["ours_xla_gflops"],
+                                                                   peak)
+                    entry["peer_fraction_of_peak"] = _fraction(entry["peer_gflops"], peak)
+                    best = max([r for r in (entry["ratio"], entry["ratio_xla"]) if r is not None],
+                               default=None)
+                    entry["meets_target"] = None if best is None else best >= entry["target_ratio"]
+                    name = "greedy" if beam == 1 else f"beam{beam}"
+                    benchmarks[f"decode_{shape}_{name}_vs_{engine}"] = entry
+
+    # ---------------------------------------------------------------- input pipeline
+    if "pipeline" in sections:
+        args = ["--epochs", str(settings["pipeline_epochs"])] + (["--quick"] if quick else [])
+        result, error = runner.run("pipeline", "pipeline", args)
+        # The "peer" here is our own consumer: target positions/s the multi30k training
+        # step eats (the faster of XLA on / off; 32 x 32 batches, no padding).
+        consumer = None
+        if "multi30k" in train_results:
+            ours, ours_xla, _ = train_results["multi30k"]
+            rates = [r for r in (_get(ours, "target_tokens_per_s"),
+                                 _get(ours_xla, "target_tokens_per_s")) if r]
+            consumer = max(rates, default=None)
+        entry = {
+            "metric": "padded_target_positions_per_s", "higher_is_better": True,
+            "ours": _get(result, "padded_target_positions_per_s"), "ours_error": error,
+            "peer": consumer,
+            "peer_name": "our multi30k training step (target positions/s it consumes)",
+            "peer_missing": None if consumer else
+            "needs the multi30k training benchmark in the same run (--shapes ...,multi30k)",
+            "pairs_per_s": _get(result, "pairs_per_second"),
+            "real_tokens_per_s": _get(result, "tokens_per_second"),
+            "padding_efficiency": _get(result, "padding_efficiency"),
+            "target_ratio": TARGETS["pipeline_vs_training"],
+            "details": {"pipeline": result},
+        }
+        entry["ratio"] = _ratio(entry["ours"], entry["peer"])
+        entry["meets_target"] = (None if entry["ratio"] is None
+                                 else entry["ratio"] >= entry["target_ratio"])
+        benchmarks["input_pipeline_multi30k"] = entry
+
+    report["machine"]["load_average_end"] = common.load_average()
+    report["workers"] = runner.workers
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    return _round(report)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _fmt(value, digits=1):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_table(report: dict) -> None:
+    peak = (report.get("matmul_peak") or {}).get("peak_gflops")
+    print(f"matmul peak (fp32, 2 threads): {_fmt(peak)} GFLOP/s  "
+          f"{json.dumps({k: v for k, v in (report.get('matmul_peak') or {}).items() if k.endswith('_gflops')})}")
+    header = (f"{'benchmark':38} {'metric':30} {'ours':>9} {'ours_xla':>9} {'peer':>9} "
+              f"{'ratio':>6} {'r_xla':>6} {'target':>6} {'%peak':>6}")
+    print(header)
+    for name, e in report["benchmarks"].items():
+        fraction = e.get("ours_fraction_of_peak")
+        fx = e.get("ours_xla_fraction_of_peak")
+        best_fraction = max([f for f in (fraction, fx) if f is not None], default=None)
+        print(f"{name:38} {e['metric']:30} {_fmt(e.get('ours')):>9} {_fmt(e.get('ours_xla')):>9} "
+              f"{_fmt(e.get('peer')):>9} {_fmt(e.get('ratio'), 2):>6} "
+              f"{_fmt(e.get('ratio_xla'), 2):>6} {_fmt(e.get('target_ratio'), 2):>6} "
+              f"{_fmt(None if best_fraction is None else 100 * best_fraction):>6}")
+        if e.get("peer_missing"):
+            print(f"    peer missing: {e['peer_missing']}")
+    failed = {k: v["error"] for k, v in report.get("workers", {}).items() if not v["ok"]}
+    for name, error in failed.items():
+        print(f"worker {name} failed: {error}")
+    print(f"total {report['seconds']} s; load average {report['machine']['load_average_start']}"
+          f" -> {report['machine']['load_average_end']}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--quick", action="store_true",
+                        help="about 5 minutes: fewer repeats, no XLA decoding")
+    parser.add_argument("--json", action="store_true", help="print the one JSON object")
+    parser.add_argument("--out", default=None, help="also write the JSON object to this file")
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument("--without", default="",
+                        help="comma-separated peer modules to treat as missing "
+                             "(torch, ctranslate2, transformers)")
+    parser.add_argument("--shapes", default="base,multi30k",
+                        help="model shapes (base, multi30k; tiny to develop the bench)")
+    args = parser.parse_args(argv)
+    sections = [s for s in args.only.split(",") if s]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    shapes = [s for s in args.shapes.split(",") if s]
+    if unknown or not set(shapes) <= set(common.SHAPES):
+        parser.error(f"unknown section(s) {unknown} or shape(s) in {shapes}")
+    report = run_suite(args.quick, sections, shapes,
+                       [m for m in args.without.split(",") if m])
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_table(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

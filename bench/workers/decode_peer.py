@@ -1,0 +1,127 @@
+"""Worker: a decoding peer on a random-weight Marian model of our shape.
+
+    python bench/workers/decode_peer.py --engine {ctranslate2,hf} --shapes base,multi30k
+        --beams 1,4 [--batch 32 --source-len 32 --output-len 32 --warmup 1 --repeats 3]
+
+Same work as bench/workers/decode_tf.py: `batch` random sources of `source_len` tokens
+(the last one EOS), exactly `output_len` output tokens each (EOS suppressed until then:
+CTranslate2 `min_decoding_length`, HF `min_new_tokens`), greedy (beam 1) or beam search.
+
+- ctranslate2: the Marian model (bench/marian_peer.py) converted in this process to a
+  float32 CTranslate2 model; `Translator(device="cpu", compute_type="float32",
+  intra_threads=2, inter_threads=1)`, `translate_batch` on the whole batch.
+- hf: `MarianMTModel.generate` (KV cache on, `torch.set_num_threads(2)`, no_grad).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: E402
+
+common.set_thread_env()
+
+
+def _csv(text, kind=str):
+    return [kind(x) for x in text.split(",") if x]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", required=True, choices=["ctranslate2", "hf"])
+    parser.add_argument("--shapes", default="base", help="comma-separated: base,multi30k,tiny")
+    parser.add_argument("--beams", default="1,4", help="comma-separated beam sizes; 1 = greedy")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--source-len", type=int, default=32)
+    parser.add_argument("--output-len", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-seconds", type=float, default=None)
+    args = parser.parse_args(argv)
+    b, length = args.batch, args.output_len
+    report = {"benchmark": "decode", "engine": args.engine,
+              "load_average_start": common.load_average(), "runs": []}
+    import numpy as np
+    import torch
+    import transformers
+
+    import marian_peer
+
+    torch.set_num_threads(common.THREADS)
+    report["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
+    if args.engine == "ctranslate2":
+        import ctranslate2
+
+        report["versions"]["ctranslate2"] = ctranslate2.__version__
+        report["threads"] = {"intra_threads": common.THREADS, "inter_threads": 1}
+    else:
+        report["threads"] = {"torch": torch.get_num_threads()}
+
+    for shape_name in _csv(args.shapes):
+        shape = common.SHAPES[shape_name]
+        model = marian_peer.build_marian(torch, shape)
+        model_params = int(sum(p.numel() for p in model.parameters()))
+        rng = np.random.default_rng(0)
+        source = common.random_ids(rng, b, args.source_len, shape.vocab_size)
+        source[:, -1] = common.EOS_ID
+        scratch = None
+        if args.engine == "ctranslate2":
+            scratch = tempfile.TemporaryDirectory()
+            model_dir = marian_peer.convert_to_ctranslate2(model, shape,
+                                                           Path(scratch.name) / "ct2")
+            del model
+            translator = ctranslate2.Translator(
+                model_dir, device="cpu", compute_type="float32",
+                intra_threads=common.THREADS, inter_threads=1)
+            tokens = marian_peer.vocabulary(shape)
+            batch = [[tokens[i] for i in row] for row in source]
+        else:
+            input_ids = torch.from_numpy(source).long()
+            attention_mask = torch.ones_like(input_ids)
+
+        for beam in _csv(args.beams, int):
+            lengths = []
+            if args.engine == "ctranslate2":
+                def run(beam=beam):
+                    out = translator.translate_batch(
+                        batch, beam_size=beam, num_hypotheses=1, max_decoding_length=length,
+                        min_decoding_length=length, max_batch_size=0)
+                    lengths[:] = [len(r.hypotheses[0]) for r in out]
+            else:
+                def run(beam=beam):
+                    with torch.inference_mode():
+                        out = model.generate(
+                            input_ids=input_ids, attention_mask=attention_mask, num_beams=beam,
+                            do_sample=False, max_new_tokens=length, min_new_tokens=length,
+                            use_cache=True, num_return_sequences=1)
+                    lengths[:] = [out.shape[1] - 1] * b  # minus the decoder start token
+
+            result = {"shape": shape.name, "beam": beam, "batch": b,
+                      "source_len": args.source_len, "output_len": length,
+                      "model_params": model_params, "load_average_start": common.load_average()}
+            timing = common.time_calls(run, args.repeats, warmup=args.warmup,
+                                       max_seconds=args.max_seconds)
+            if set(lengths) != {length}:
+                raise SystemExit(
+                    f"expected {length} output tokens, got lengths {sorted(set(lengths))}")
+            flops = common.decoding_flops(shape, b, args.source_len, length, beam)
+            result.update(timing)
+            result.update({
+                "output_tokens_per_s": b * length / timing["best_s"],
+                "output_tokens_per_s_median": b * length / timing["median_s"],
+                "sentences_per_s": b / timing["best_s"],
+                "gflop_per_decode": flops / 1e9,
+                "achieved_gflops": flops / timing["best_s"] / 1e9,
+            })
+            report["runs"].append(result)
+        if scratch is not None:
+            del translator
+            scratch.cleanup()
+    common.emit(report)
+
+
+if __name__ == "__main__":
+    main()

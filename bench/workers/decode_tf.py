@@ -1,0 +1,131 @@
+"""Worker: our fixed-length decoding (transformer_tf greedy / beam search), one shape.
+
+    python bench/workers/decode_tf.py --shapes base,multi30k --beams 1,4 --xla-modes off,on
+        [--batch 32 --source-len 32 --output-len 32 --warmup 1 --repeats 3]
+
+A random-weight `Transformer` encodes `batch` random source sentences of `source_len`
+tokens (the last one EOS) and decodes exactly `output_len` tokens each: the step
+function is the one `transformer_tf.export.translator.search_model` builds (cached
+`decode_step`, encoder keys/values computed once and tiled per beam, PAD and BOS
+forbidden) with EOS forbidden as well, so random weights never stop early, and the
+searches get `max_lengths = output_len` (a static length, so XLA can compile it).
+Beam search uses alpha 0.6. Every (shape, XLA mode, beam) runs in this one process.
+Prints one JSON object whose "runs" hold, per configuration: decode times, output tokens/s
+(batch x output_len / time, best hypothesis only), sentences/s and GFLOP/s
+(common.decoding_flops).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: E402
+
+common.set_thread_env()
+
+
+def _csv(text, kind=str):
+    return [kind(x) for x in text.split(",") if x]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shapes", default="base", help="comma-separated: base,multi30k,tiny")
+    parser.add_argument("--beams", default="1,4", help="comma-separated beam sizes; 1 = greedy")
+    parser.add_argument("--xla-modes", default="off", help="comma-separated: off,on")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--source-len", type=int, default=32)
+    parser.add_argument("--output-len", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help="per configuration: stop timing after this many seconds")
+    parser.add_argument("--inter-op", type=int, default=1)
+    args = parser.parse_args(argv)
+    load_start = common.load_average()
+    import numpy as np
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(common.THREADS)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op)
+    import keras
+
+    from train_tf import model_config_for  # same model config as the training bench
+    from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
+    from transformer_tf.decoding import beam_search, greedy_search, tile_beams
+    from transformer_tf.export.translator import merge_cache, split_cache
+    from transformer_tf.models.transformer import Transformer
+
+    report = {"benchmark": "decode", "engine": "transformer_tf", "load_average_start": load_start,
+              "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+              "threads": {"intra_op": common.THREADS, "inter_op": args.inter_op}, "runs": []}
+    b, length = args.batch, args.output_len
+    for shape_name in _csv(args.shapes):
+        shape = common.SHAPES[shape_name]
+        keras.utils.set_random_seed(0)
+        model = Transformer(model_config_for(shape))
+        model.build()
+        rng = np.random.default_rng(0)
+        source = common.random_ids(rng, b, args.source_len, shape.vocab_size)
+        source[:, -1] = EOS_ID
+        source = tf.constant(source)
+        forbidden = np.zeros([shape.vocab_size], np.float32)
+        forbidden[[PAD_ID, BOS_ID, EOS_ID]] = -1e9  # EOS too: exactly `length` tokens
+        forbidden = tf.constant(forbidden)
+
+        for xla in _csv(args.xla_modes):
+            for beam in _csv(args.beams, int):
+                @tf.function(jit_compile=(xla == "on"))
+                def decode(source_ids, beam=beam):
+                    encoder_output, source_valid = model.encode(source_ids, training=False)
+                    cache = model.init_cache(encoder_output, source_valid, length)
+                    static, dynamic = split_cache(cache)
+                    if beam > 1:
+                        static = tf.nest.map_structure(lambda x: tile_beams(x, beam), static)
+
+                    def step_fn(ids, step, dynamic_cache):
+                        logits, new_cache = model.decode_step(
+                            ids, step, merge_cache(static, dynamic_cache))
+                        return logits + forbidden, split_cache(new_cache)[1]
+
+                    common_args = dict(max_decode_length=length, eos_id=EOS_ID, bos_id=BOS_ID,
+                                       pad_id=PAD_ID)
+                    if beam == 1:
+                        return greedy_search(step_fn, dynamic, b, length, **common_args)
+                    return beam_search(step_fn, dynamic, b, beam, length, alpha=0.6,
+                                       **common_args)
+
+                outputs = []
+
+                def run():
+                    out = decode(source)
+                    outputs.append((int(out.num_steps), out.lengths.numpy()))
+
+                result = {"shape": shape.name, "beam": beam, "xla": xla == "on", "batch": b,
+                          "source_len": args.source_len, "output_len": length,
+                          "model_params": int(sum(np.prod(v.shape) for v in model.weights)),
+                          "load_average_start": common.load_average()}
+                timing = common.time_calls(run, args.repeats, warmup=args.warmup,
+                                           max_seconds=args.max_seconds)
+                num_steps, lengths = outputs[-1]
+                if num_steps != length or not (lengths[:, 0] == length).all():
+                    raise SystemExit(
+                        f"expected {length} steps and tokens, got {num_steps} steps, "
+                        f"lengths {sorted(set(lengths[:, 0].tolist()))}")
+                flops = common.decoding_flops(shape, b, args.source_len, length, beam)
+                result.update(timing)
+                result.update({
+                    "output_tokens_per_s": b * length / timing["best_s"],
+                    "output_tokens_per_s_median": b * length / timing["median_s"],
+                    "sentences_per_s": b / timing["best_s"],
+                    "gflop_per_decode": flops / 1e9,
+                    "achieved_gflops": flops / timing["best_s"] / 1e9,
+                })
+                report["runs"].append(result)
+    common.emit(report)
+
+
+if __name__ == "__main__":
+    main()
