@@ -157,3 +157,9 @@ def test_tokenizer_survives_set_seed_and_other_tokenizers(small_bpe_proto, small
     gc.collect()
     assert small_tokenizer.tokenize(text).to_list() == expected
     assert next(iterator).to_list() == expected
+
+
+def test_empty_batches(small_tokenizer):
+    assert small_tokenizer.tokenize(tf.zeros([0], tf.string)).shape[0] == 0
+    assert small_tokenizer.detokenize(tf.zeros([0, 5], tf.int32)).shape == [0]
+    assert small_tokenizer.detokenize(tf.zeros([2, 0], tf.int32)).numpy().tolist() == [b"", b""]
