@@ -9,6 +9,7 @@ CORE = [
     "sacrebleu==2.6.*",
     "sentencepiece==0.2.*",
     "tensorboard==2.21.*",
+    "importlib_resources",  # tensorflow-datasets 4.9 needs it to prepare datasets
     "tqdm",
 ]
 TEST = ["pytest>=8", "pytest-timeout", "numpy"]
