@@ -7,9 +7,13 @@ resumes from a checkpoint already in the model directory, so it also shows that 
 worker restores it (a worker starting from scratch would train different steps than the
 other and wait for it forever).
 
-Shows: both workers finish at the planned step with identical weights, the work-arounds
-for keras-team/keras#20585 are active (a multi-worker strategy, logs of shape [1]), and
-only the chief writes into the model directory.
+The run has a time budget (--max-minutes), and worker 1's clock runs out at step
+TIME_UP (patched): a worker stopping alone would leave the other waiting for it forever,
+so both must stop there together.
+
+Shows: both workers resume, train and stop at the same step with identical weights, the
+work-arounds for keras-team/keras#20585 are active (a multi-worker strategy, logs of shape
+[1]), and only the chief writes into the model directory.
 """
 from __future__ import annotations
 
@@ -26,14 +30,18 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 START, STEPS, EVAL_EVERY = 4, 10, 6  # one "epoch": steps 5-10, then validation
+TIME_UP = 8  # worker 1's time budget runs out after this step
 TIMEOUT = 420  # seconds for both workers together
 
 WORKER = r"""
-import os, runpy, sys
+import json, os, runpy, sys
 import numpy as np
-from transformer_tf.training import fit, keras_workarounds
+from transformer_tf.training import callbacks, fit, keras_workarounds
 
-out, argv = sys.argv[1], sys.argv[2:]
+out, time_up, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+    callbacks.TimeBudget._out_of_time = (
+        lambda self: int(self.model.optimizer.iterations.numpy()) >= time_up)
 kept = {}
 build = fit.build_model_and_optimizer
 def keep(*args, **kwargs):
@@ -106,7 +114,8 @@ def workers(tiny_multi30k, tmp_path_factory):
             "--preset", "tiny", "--model-dir", str(model_dir), "--max-steps", str(STEPS),
             "--eval-every", str(EVAL_EVERY), "--log-every", "2", "--strategy", "multiworker",
             "--training-option", "checkpoint_every_minutes=0.0001", "--quiet",
-            "--model-option", "num_layers=1"]  # less to trace
+            "--model-option", "num_layers=1",  # less to trace
+            "--max-minutes", "30"]
     processes, logs = [], []
     for index in range(2):
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_CONFIG": json.dumps(
@@ -114,7 +123,8 @@ def workers(tiny_multi30k, tmp_path_factory):
         logs.append(work / f"worker{index}.log")
         with open(logs[-1], "w") as log:
             processes.append(subprocess.Popen(
-                [sys.executable, "-c", WORKER, str(work / f"worker{index}.npz"), *args],
+                [sys.executable, "-c", WORKER, str(work / f"worker{index}.npz"), str(TIME_UP),
+                 *args],
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work))
     deadline = time.monotonic() + TIMEOUT
     try:
@@ -143,11 +153,13 @@ def workers(tiny_multi30k, tmp_path_factory):
             "results": results}
 
 
-def test_both_workers_resume_and_finish_at_the_planned_step(workers):
+def test_both_workers_resume_and_stop_together(workers):
     for result, saved in zip(workers["results"], workers["weights"]):
         assert bool(saved["multi_worker"])
         assert result["start_step"] == START
-        assert result["step"] == result["planned_steps"] == STEPS == int(saved["iterations"])
+        assert result["planned_steps"] == STEPS
+        assert result["step"] == TIME_UP == int(saved["iterations"])
+        assert result["stopped_by"] == "time"
 
 
 def test_workers_end_with_identical_weights(workers):
@@ -171,14 +183,14 @@ def test_only_the_chief_writes_the_model_directory(workers):
     assert sorted(p.name for p in model_dir.iterdir()) == ["checkpoints", "logs",
                                                            "run_config.json"]
     kept = [pathlib.Path(p).name for p in checkpoints.list_checkpoints(model_dir)]
-    assert kept[0] == f"ckpt-{START}" and kept[-1] == f"ckpt-{STEPS}"
-    assert workers["results"][0]["last_checkpoint"].endswith(f"ckpt-{STEPS}")
+    assert kept[0] == f"ckpt-{START}" and kept[-1] == f"ckpt-{TIME_UP}"
+    assert workers["results"][0]["last_checkpoint"].endswith(f"ckpt-{TIME_UP}")
     # One TensorBoard writer (the chief's) per run directory.
     for run in ("train", "validation"):
         assert len(list((model_dir / "logs" / run).iterdir())) == 1
     # The chief's last checkpoint holds the weights both workers ended with.
     import tensorflow as tf
-    reader = tf.train.load_checkpoint(str(model_dir / "checkpoints" / f"ckpt-{STEPS}"))
+    reader = tf.train.load_checkpoint(str(model_dir / "checkpoints" / f"ckpt-{TIME_UP}"))
     saved = sorted(reader.get_tensor(k).tobytes() for k in reader.get_variable_to_shape_map()
                    if k.startswith(("model/", "optimizer/_trainable_variables/")))
     final = workers["weights"][0]

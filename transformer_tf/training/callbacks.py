@@ -21,8 +21,10 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     Scalars (under `logdir/train`): loss (label-smoothed, per real target token), nll,
     perplexity, token_accuracy, learning_rate, target_tokens_per_second, steps_per_second.
-    Values are averages over the last `log_every` steps: the model's metrics are reset after
-    each write, so the progress bar shows the same windowed averages.
+    Values are averages over the last `log_every` steps: the model's metrics are reset when
+    the step after a write begins (not right after the write, so that the logs Keras reads
+    at the end of an epoch, for the progress bar and History, are not all zero), so the
+    progress bar shows the same windowed averages.
 
     Validation metrics that `fit` reports at the end of an "epoch" (val_loss, ...) go to
     `logdir/validation` without the "val_" prefix, so TensorBoard overlays the two runs.
@@ -40,6 +42,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.enabled = enabled
         self._train_writer = self._validation_writer = None
         self._window_start = None
+        self._reset_pending = False
 
     def on_train_begin(self, logs=None):
         if self.enabled:
@@ -48,6 +51,12 @@ class TrainingMonitor(keras.callbacks.Callback):
                 str(self.logdir / "validation"))
         self._window_start = time.perf_counter()
         self._window_first_step = _current_step(self.model)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._reset_pending:  # a new window begins
+            self.model.reset_metrics()
+            self._reset_pending = False
+            self._window_start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         step = _current_step(self.model)
@@ -66,7 +75,7 @@ class TrainingMonitor(keras.callbacks.Callback):
                 for name, value in scalars.items():
                     tf.summary.scalar(name, value)
             self._train_writer.flush()
-        self.model.reset_metrics()
+        self._reset_pending = True
         self._window_start, self._window_first_step = now, step
 
     def on_epoch_end(self, epoch, logs=None):
@@ -143,19 +152,41 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._save()
 
 
-class TimeBudget(keras.callbacks.Callback):
-    """Stops training cleanly after `max_minutes` of wall-clock time (checked every step)."""
+def any_worker(strategy, flag: bool) -> bool:
+    """Whether `flag` is True on any worker of `strategy` (a cross-worker all-reduce:
+    every worker must call this at the same point)."""
+    flags = strategy.experimental_distribute_values_from_function(
+        lambda context: tf.constant(float(flag)))
+    return float(strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None)) > 0
 
-    def __init__(self, max_minutes: float):
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training cleanly after `max_minutes` of wall-clock time (checked every step).
+
+    Args:
+      max_minutes: the budget.
+      strategy: a multi-worker strategy, or None. Workers' clocks differ: a worker that
+        stopped alone would leave the others waiting for it forever, so with a strategy
+        all workers stop as soon as one of them is out of time (one tiny all-reduce a step).
+    """
+
+    def __init__(self, max_minutes: float, strategy=None):
         super().__init__()
         self.max_seconds = max_minutes * 60.0
+        self.strategy = strategy
         self.stopped_at_step = None
 
     def on_train_begin(self, logs=None):
         self._start = time.monotonic()
 
+    def _out_of_time(self) -> bool:
+        return time.monotonic() - self._start >= self.max_seconds
+
     def on_train_batch_end(self, batch, logs=None):
-        if time.monotonic() - self._start >= self.max_seconds:
+        out_of_time = self._out_of_time()
+        if self.strategy is not None:
+            out_of_time = any_worker(self.strategy, out_of_time)
+        if out_of_time:
             self.stopped_at_step = _current_step(self.model)
             self.model.stop_training = True
 

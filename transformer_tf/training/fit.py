@@ -167,7 +167,8 @@ def train(options: TrainOptions) -> TrainResult:
         manager, run.training.checkpoint_every_minutes, enabled=chief,
         on_epoch_end_only=is_multi_worker(strategy))
     nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
-    time_budget = (callbacks_lib.TimeBudget(options.max_minutes)
+    time_budget = (callbacks_lib.TimeBudget(
+        options.max_minutes, strategy=strategy if is_multi_worker(strategy) else None)
                    if options.max_minutes is not None else None)
     monitor = callbacks_lib.TrainingMonitor(logdir, options.log_every, enabled=chief)
     step_stop = callbacks_lib.StopAtStep(planned_steps)
