@@ -175,6 +175,7 @@ def run_suite(quick: bool, sections, shapes, without=()) -> dict:
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                     "processor": _cpu_model(), "python": platform.python_version(),
                     "threads_per_engine": common.THREADS,
+                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
                     "load_average_start": common.load_average(),
                     "note": "shared machine: other jobs run at the same time; figures are "
                             "best-of-N and noisy, compare ratios within one run"},

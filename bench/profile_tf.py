@@ -1,0 +1,164 @@
+#!/usr/bin/env python
+"""Where our time goes: tf.profiler over a training step or a decode, summed by op type.
+
+    python bench/profile_tf.py --what train --shape base [--xla] [--steps 2] [--json]
+    python bench/profile_tf.py --what decode --shape base --beam 4 [--steps 1]
+
+Builds the same model and inputs as bench/workers/train_tf.py / decode_tf.py, runs one
+untimed call (tracing, compiling), then `--steps` calls under `tf.profiler.experimental`
+and converts the trace with TensorFlow's own profiler plugin ("framework_op_stats", the
+table behind TensorBoard's profile tab). Prints the self-time per op type (MatMul,
+BatchMatMul, Softmax, ...), the share of the total, and the top ops by name. The trace
+stays in --logdir for TensorBoard's trace viewer (`tensorboard --logdir DIR`, Profile tab).
+Not part of run_all.py: profiling slows the run down and is for humans.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH / "workers"))
+import common  # noqa: E402
+
+common.set_thread_env()
+
+
+def op_stats(xplane_path: str) -> list[dict]:
+    """Rows of the framework_op_stats tool: type, name, occurrences, self time (us)."""
+    from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
+
+    data, ok = plugin.xspace_to_tools_data([xplane_path], "framework_op_stats", {})
+    if not ok:
+        raise RuntimeError(f"the profiler plugin could not read {xplane_path}")
+    table = json.loads(data)[0]
+    columns = [c["id"] for c in table["cols"]]
+    rows = []
+    for row in table["rows"]:
+        values = dict(zip(columns, (cell.get("v") for cell in row["c"])))
+        rows.append({"type": values["type"], "name": values["operation"],
+                     "occurrences": values["occurrences"],
+                     "self_us": values["total_self_time"], "host_or_device": values["host_or_device"]})
+    return rows
+
+
+def summarise(rows: list[dict], steps: int, top: int = 15) -> dict:
+    rows = [r for r in rows if r["type"] != "IDLE"]
+    total = sum(r["self_us"] for r in rows) or 1.0
+    by_type = collections.Counter()
+    for r in rows:
+        by_type[r["type"]] += r["self_us"]
+    return {
+        "busy_ms_per_step": total / 1e3 / steps,
+        "by_type": [{"type": t, "ms_per_step": us / 1e3 / steps, "share": us / total}
+                    for t, us in by_type.most_common(top)],
+        "top_ops": [{"name": r["name"], "type": r["type"], "occurrences": r["occurrences"],
+                     "ms_per_step": r["self_us"] / 1e3 / steps, "share": r["self_us"] / total}
+                    for r in sorted(rows, key=lambda r: -r["self_us"])[:top]],
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--what", choices=["train", "decode"], default="train")
+    parser.add_argument("--shape", default="multi30k", choices=sorted(common.SHAPES))
+    parser.add_argument("--xla", action="store_true")
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--logdir", default=None, help="keep the trace here (default: temp)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    shape = common.SHAPES[args.shape]
+
+    import numpy as np
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(common.THREADS)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import keras
+
+    from train_tf import model_config_for
+    from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, get_preset
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    source = common.random_ids(rng, 32, 32, shape.vocab_size)
+    if args.what == "train":
+        from transformer_tf.training.fit import build_model_and_optimizer
+
+        model = build_model_and_optimizer(model_config_for(shape), get_preset("base").training,
+                                          jit_compile=args.xla)
+        target = common.random_ids(rng, 32, 33, shape.vocab_size)
+        target[:, 0], target[:, -1] = BOS_ID, EOS_ID
+        batch = ((tf.constant(source), tf.constant(target[:, :-1])), tf.constant(target[:, 1:]))
+
+        def call():
+            model.train_on_batch(*batch)
+    else:
+        from transformer_tf.decoding import beam_search, greedy_search, tile_beams
+        from transformer_tf.export.translator import merge_cache, split_cache
+        from transformer_tf.models.transformer import Transformer
+
+        model = Transformer(model_config_for(shape))
+        model.build()
+        source[:, -1] = EOS_ID
+        source = tf.constant(source)
+        bias = np.zeros([shape.vocab_size], np.float32)
+        bias[[PAD_ID, BOS_ID, EOS_ID]] = -1e9
+        bias = tf.constant(bias)
+        beam, length = args.beam, 32
+
+        @tf.function(jit_compile=args.xla)
+        def decode(source_ids):
+            encoder_output, valid = model.encode(source_ids, training=False)
+            static, dynamic = split_cache(model.init_cache(encoder_output, valid, length))
+            if beam > 1:
+                static = tf.nest.map_structure(lambda x: tile_beams(x, beam), static)
+
+            def step_fn(ids, step, cache):
+                logits, new = model.decode_step(ids, step, merge_cache(static, cache))
+                return logits + bias, split_cache(new)[1]
+
+            kw = dict(max_decode_length=length, eos_id=EOS_ID, bos_id=BOS_ID, pad_id=PAD_ID)
+            if beam == 1:
+                return greedy_search(step_fn, dynamic, 32, length, **kw)
+            return beam_search(step_fn, dynamic, 32, beam, length, alpha=0.6, **kw)
+
+        def call():
+            decode(source).ids.numpy()
+
+    call()  # trace / compile outside the profile
+    logdir = args.logdir or tempfile.mkdtemp(prefix="profile_tf_")
+    tf.profiler.experimental.start(logdir)
+    for _ in range(args.steps):
+        call()
+    tf.profiler.experimental.stop()
+    path = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1]
+    summary = summarise(op_stats(path), args.steps)
+    summary.update({"what": args.what, "shape": shape.name, "xla": args.xla,
+                    "beam": args.beam if args.what == "decode" else None, "steps": args.steps,
+                    "logdir": logdir})
+    if args.json:
+        print(json.dumps(summary))
+        return
+    print(f"{args.what} {shape.name} xla={args.xla}: busy {summary['busy_ms_per_step']:.0f} ms "
+          f"per call (op self time, both threads' ops summed by the profiler)")
+    print("by op type:")
+    for row in summary["by_type"]:
+        print(f"  {row['type']:40} {row['ms_per_step']:9.1f} ms  {100 * row['share']:5.1f}%")
+    print("top ops:")
+    for row in summary["top_ops"]:
+        print(f"  {row['name'][:70]:70} {row['type'][:22]:22} x{row['occurrences']:<5.0f}"
+              f" {row['ms_per_step']:8.1f} ms {100 * row['share']:5.1f}%")
+    print(f"trace: {logdir}")
+
+
+if __name__ == "__main__":
+    main()
