@@ -44,7 +44,8 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_multi30k, tmp_pa
     code = script.main([
         "--data", str(tiny_multi30k.directory), "--preset", "tiny",
         "--model-dir", str(model_dir), "--max-steps", "30", "--eval-every", "30",
-        "--log-every", "5", "--training-option", "checkpoint_every_minutes=0.0001", "--quiet"])
+        "--log-every", "5", "--training-option", "checkpoint_every_minutes=0.0001", "--quiet",
+        "--model-option", "num_layers=1"])
     out, err = capsys.readouterr()
     bad_step = NAN_FROM + 1
     assert code == 2
@@ -58,6 +59,6 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_multi30k, tmp_pa
     reader = tf.train.load_checkpoint(kept[-1])
     values = [reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
               if key != "_CHECKPOINTABLE_OBJECT_GRAPH"]
-    assert len(values) > 50
+    assert len(values) > 40
     assert all(np.isfinite(v).all() for v in values if np.issubdtype(v.dtype, np.floating))
     assert reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == NAN_FROM

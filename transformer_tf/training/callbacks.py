@@ -60,7 +60,9 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         step = _current_step(self.model)
-        if step % self.log_every != 0 or not logs:
+        # With gradient accumulation several batches end at the same step: write once,
+        # when the step is made (never for a window without steps).
+        if step % self.log_every != 0 or step == self._window_first_step or not logs:
             return
         now = time.perf_counter()
         seconds = max(now - self._window_start, 1e-9)
@@ -113,12 +115,16 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
       enabled: False on workers that must not write.
       on_epoch_end_only: decide only at epoch ends (multi-worker runs, where every worker
         must take the same decision at the same step).
+      batches: an int64 variable saved with the checkpoints (see
+        `checkpoints.make_manager`); incremented after every training batch, so it holds
+        the data position.
     """
 
     def __init__(self, manager, every_minutes: float, enabled: bool = True,
-                 on_epoch_end_only: bool = False):
+                 on_epoch_end_only: bool = False, batches: tf.Variable | None = None):
         super().__init__()
         self.manager = manager
+        self.batches = batches
         self.every_seconds = every_minutes * 60.0
         self.enabled = enabled
         self.on_epoch_end_only = on_epoch_end_only
@@ -141,6 +147,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         return time.monotonic() - self._last_save >= self.every_seconds
 
     def on_train_batch_end(self, batch, logs=None):
+        if self.batches is not None:
+            self.batches.assign_add(1)
         if not self.on_epoch_end_only and self._due():
             self._save()
 

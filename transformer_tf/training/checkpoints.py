@@ -4,8 +4,11 @@ Layout under a model directory:
     MDIR/checkpoints/ckpt-<step>.{index,data-*}  the last K training checkpoints
     MDIR/checkpoints/checkpoint                  the manager's state file
 
-Each checkpoint holds the model and the optimizer (iteration count, Adam moments), so a
-resumed run continues with the same step count and optimizer state. TensorFlow writes a
+Each checkpoint holds the model, the optimizer (iteration count, Adam moments) and, from
+the training driver, the number of training batches consumed (the data position; it is
+not the step count when gradients are accumulated over several batches, or when loss
+scaling skips a step), so a resumed run continues with the same step count, optimizer
+state and data position. TensorFlow writes a
 checkpoint's files under temporary names and renames them, and rewrites the state file
 atomically, so a run killed during a save leaves the previous checkpoint intact.
 """
@@ -23,24 +26,41 @@ def checkpoint_dir(model_dir) -> pathlib.Path:
     return pathlib.Path(model_dir) / CHECKPOINT_SUBDIR
 
 
-def make_manager(model, optimizer, model_dir, max_to_keep: int) -> tf.train.CheckpointManager:
-    """A manager saving model and optimizer as MDIR/checkpoints/ckpt-<step>."""
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+BATCHES_KEY = "batches/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def make_manager(model, optimizer, model_dir, max_to_keep: int,
+                 batches: tf.Variable | None = None) -> tf.train.CheckpointManager:
+    """A manager saving model and optimizer as MDIR/checkpoints/ckpt-<step>.
+
+    `batches`, if given, is an int64 variable counting the training batches consumed,
+    saved (and restored by `restore_latest`) with them.
+    """
+    objects = {"model": model, "optimizer": optimizer}
+    if batches is not None:
+        objects["batches"] = batches
     return tf.train.CheckpointManager(
-        checkpoint, str(checkpoint_dir(model_dir)), max_to_keep=max_to_keep,
-        step_counter=optimizer.iterations, checkpoint_name="ckpt")
+        tf.train.Checkpoint(**objects), str(checkpoint_dir(model_dir)),
+        max_to_keep=max_to_keep, step_counter=optimizer.iterations, checkpoint_name="ckpt")
 
 
 def restore_latest(manager: tf.train.CheckpointManager) -> int:
     """Restore the newest checkpoint if there is one; returns the restored step (0 if none).
 
-    Optimizer slot variables must exist before restoring: build the optimizer first.
+    Optimizer slot variables must exist before restoring: build the optimizer first. The
+    batch counter keeps its value if the checkpoint has none (written before it existed).
     """
     latest = manager.latest_checkpoint
     if latest is None:
         return 0
-    manager.checkpoint.restore(latest).assert_existing_objects_matched()
-    return int(manager.checkpoint.optimizer.iterations.numpy())
+    checkpoint = manager.checkpoint
+    tf.train.Checkpoint(model=checkpoint.model, optimizer=checkpoint.optimizer) \
+        .restore(latest).assert_existing_objects_matched().expect_partial()  # not `batches`
+    batches = getattr(checkpoint, "batches", None)
+    reader = tf.train.load_checkpoint(latest)
+    if batches is not None and reader.has_tensor(BATCHES_KEY):
+        batches.assign(reader.get_tensor(BATCHES_KEY))
+    return int(checkpoint.optimizer.iterations.numpy())
 
 
 def list_checkpoints(model_dir) -> list[str]:

@@ -142,9 +142,14 @@ def train(options: TrainOptions) -> TrainResult:
     # of steps and wait forever for each other. Only the chief writes checkpoints; saving
     # our checkpoints (model and optimizer variables, no sync-on-read ones) involves no
     # collective op, so the other workers need not save anywhere.
+    # A step is an optimizer update: `accumulation` batches. The data position is the
+    # number of batches consumed, counted and checkpointed (loss scaling may skip steps).
+    accumulation = run.training.gradient_accumulation_steps
+    batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
     manager = checkpoints.make_manager(model, model.optimizer, model_dir,
-                                       run.training.keep_checkpoints)
+                                       run.training.keep_checkpoints, batches=batches)
     start_step = checkpoints.restore_latest(manager)
+    start_batches = int(batches.numpy()) or start_step * accumulation  # older checkpoints
     if start_step:
         logger.info("resuming from %s at step %d", manager.latest_checkpoint, start_step)
 
@@ -155,17 +160,18 @@ def train(options: TrainOptions) -> TrainResult:
             shuffle=shuffle, seed=run.training.seed, repeat=repeat)
 
     if options.epochs is not None:
-        planned_steps = math.ceil(options.epochs * count_batches(dataset("train", False, False)))
+        planned_steps = math.ceil(
+            options.epochs * count_batches(dataset("train", False, False)) / accumulation)
     else:
         planned_steps = options.max_steps or 10**12  # a time budget alone: "forever"
-    train_data = dataset("train", True, True).skip(start_step)
+    train_data = dataset("train", True, True).skip(start_batches)
     validation_data = dataset("valid", False, False) if "valid" in prepared.splits else None
 
     eval_every = max(1, min(options.eval_every, planned_steps))
     logdir = model_dir_lib.logdir(model_dir)
     checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
         manager, run.training.checkpoint_every_minutes, enabled=chief,
-        on_epoch_end_only=is_multi_worker(strategy))
+        on_epoch_end_only=is_multi_worker(strategy), batches=batches)
     nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
     time_budget = (callbacks_lib.TimeBudget(
         options.max_minutes, strategy=strategy if is_multi_worker(strategy) else None)
@@ -176,9 +182,11 @@ def train(options: TrainOptions) -> TrainResult:
         monitor, checkpoint_callback]
 
     if start_step < planned_steps:
+        # An "epoch" is eval_every steps; one more than planned leaves room for steps
+        # that loss scaling skips (StopAtStep ends the run at the planned step).
         model.fit(
-            train_data, epochs=math.ceil(planned_steps / eval_every),
-            initial_epoch=start_step // eval_every, steps_per_epoch=eval_every,
+            train_data, epochs=math.ceil(planned_steps / eval_every) + 1,
+            initial_epoch=start_step // eval_every, steps_per_epoch=eval_every * accumulation,
             validation_data=validation_data, callbacks=callbacks, verbose=options.verbose)
     if nan_stop.nan_step is not None:
         raise TrainingDiverged(
