@@ -195,3 +195,24 @@ def test_only_the_chief_writes_the_model_directory(workers):
                    if k.startswith(("model/", "optimizer/_trainable_variables/")))
     final = workers["weights"][0]
     assert saved == sorted(final[k].tobytes() for k in final if k.startswith("w"))
+
+
+@pytest.mark.parametrize("cluster, task_type, task_id, chief", [
+    ({"worker": ["a:1", "b:1"]}, "worker", 0, True),
+    ({"worker": ["a:1", "b:1"]}, "worker", 1, False),
+    ({"chief": ["c:1"], "worker": ["a:1", "b:1"]}, "chief", 0, True),
+    ({"chief": ["c:1"], "worker": ["a:1", "b:1"]}, "worker", 0, False),  # the chief writes
+    ({"chief": ["c:1"], "worker": ["a:1"], "evaluator": ["e:1"]}, "evaluator", 0, False),
+    ({}, None, None, True),
+])
+def test_is_chief(cluster, task_type, task_id, chief):
+    import types
+
+    import tensorflow as tf
+
+    from transformer_tf.training.distribution import is_chief
+
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        tf.train.ClusterSpec(cluster), task_type=task_type, task_id=task_id)
+    assert is_chief(types.SimpleNamespace(cluster_resolver=resolver)) is chief
+    assert is_chief(types.SimpleNamespace()) is True  # the default strategy

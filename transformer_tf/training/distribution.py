@@ -68,9 +68,13 @@ def make_strategy(name: str = "default", devices: list[str] | None = None):
 
 
 def is_chief(strategy) -> bool:
-    """Whether this worker writes checkpoints, logs and exports (worker 0, or no cluster)."""
+    """Whether this worker writes checkpoints, logs and exports: the "chief" task if the
+    cluster has one, else worker 0 (or the only process, without a cluster)."""
     resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.cluster_spec().as_dict():
+    cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    if not cluster:
         return True
-    return resolver.task_type in (None, "chief") or (
-        resolver.task_type == "worker" and resolver.task_id == 0)
+    if resolver.task_type in (None, "chief"):
+        return True
+    return (resolver.task_type == "worker" and resolver.task_id == 0
+            and "chief" not in cluster)
