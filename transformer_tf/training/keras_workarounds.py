@@ -5,8 +5,10 @@ tensorflow 2.21). Two reductions in Keras' TF trainer fail across workers:
 
 1. Before the first step, `_maybe_symbolic_build` reduces the first distributed input
    batch with MEAN to get a batch to build the model from; that reduction of PerReplica
-   values fails across workers. Only shapes matter for the build, so we build from one
-   replica's local batch instead.
+   values fails across workers. It also fails under MirroredStrategy when the replicas'
+   shares differ in shape, as they do for the last, partial batches of a finite
+   (validation) dataset. Only shapes matter for the build, so we build from one replica's
+   local batch instead, under any strategy.
 2. After every step the logs are reduced with `strategy.reduce("MEAN", v, axis=0)`, which
    fails for scalars; logs of shape [1] reduce fine (to the same scalar).
 
@@ -34,7 +36,7 @@ class MultiWorkerFitMixin:
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         strategy = getattr(self, "_distribute_strategy", None)
-        if strategy is None or iterator is None or not is_multi_worker(strategy):
+        if strategy is None or iterator is None:
             return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
         for _, _, distributed_iterator in iterator:
             batch = next(distributed_iterator)
