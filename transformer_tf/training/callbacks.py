@@ -113,8 +113,9 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
       manager: a tf.train.CheckpointManager over the model and optimizer.
       every_minutes: wall-clock period (paper: 10 minutes).
       enabled: False on workers that must not write.
-      on_epoch_end_only: decide only at epoch ends (multi-worker runs, where every worker
-        must take the same decision at the same step).
+      on_epoch_end_only: decide only at epoch ends (for savers that must take the same
+        decision at the same step on every worker; the training driver's saves happen on
+        the chief alone and need no such agreement).
       batches: an int64 variable saved with the checkpoints (see
         `checkpoints.make_manager`); incremented after every training batch, so it holds
         the data position.

@@ -169,9 +169,9 @@ def train(options: TrainOptions) -> TrainResult:
 
     eval_every = max(1, min(options.eval_every, planned_steps))
     logdir = model_dir_lib.logdir(model_dir)
+    # Only the chief saves, and saving needs no other worker: it may save at any step.
     checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
-        manager, run.training.checkpoint_every_minutes, enabled=chief,
-        on_epoch_end_only=is_multi_worker(strategy), batches=batches)
+        manager, run.training.checkpoint_every_minutes, enabled=chief, batches=batches)
     nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
     time_budget = (callbacks_lib.TimeBudget(
         options.max_minutes, strategy=strategy if is_multi_worker(strategy) else None)
