@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -40,5 +41,9 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     assert saved_model == saved / "multi30k_en_de" / "1"
     assert (saved_model / "saved_model.pb").exists()
     assert len(summary["demo_translations"]) == 3
-    assert list((work / "model" / "logs" / "train").glob("events.out.tfevents.*"))
+    validation = EventAccumulator(str(work / "model" / "logs" / "validation"))
+    validation.Reload()
+    tags = validation.Tags()["tensors"]
+    assert {"loss", "token_accuracy", "bleu", "examples"} <= set(tags)
+    assert [event.step for event in validation.Tensors("bleu")] == [8, 16, 24]
     assert "SavedModel" in result.stdout and "sacreBLEU" in result.stdout

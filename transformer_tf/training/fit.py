@@ -106,6 +106,17 @@ def build_model_and_optimizer(model_config: ModelConfig, training: TrainingConfi
     return model
 
 
+def _validation_translations(prepared, num_sentences: int, monitor):
+    """Greedy BLEU and example translations on the first `num_sentences` dev pairs."""
+    from transformer_tf.evaluation.textfiles import read_lines
+    from transformer_tf.training.validation import ValidationTranslations
+
+    files = prepared.files("valid")
+    sources = read_lines(files.source)[:num_sentences]
+    references = read_lines(files.target)[:num_sentences]
+    return ValidationTranslations(prepared.tokenizer, sources, references, monitor)
+
+
 def count_batches(dataset: tf.data.Dataset) -> int:
     """Batches in one pass of a finite dataset (runs the input pipeline once)."""
     return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
@@ -180,6 +191,8 @@ def train(options: TrainOptions) -> TrainResult:
     step_stop = callbacks_lib.StopAtStep(planned_steps)
     callbacks = [nan_stop, step_stop] + ([time_budget] if time_budget else []) + [
         monitor, checkpoint_callback]
+    if options.validation_sentences > 0 and chief and "valid" in prepared.splits:
+        callbacks.append(_validation_translations(prepared, options.validation_sentences, monitor))
 
     if start_step < planned_steps:
         # An "epoch" is eval_every steps; one more than planned leaves room for steps
