@@ -42,7 +42,12 @@ class SharedEmbedding(keras.layers.Layer):
     def logits(self, x):
         """x: [batch, length, d_model] -> float32 logits [batch, length, vocab_size]."""
         weights = tf.cast(self.embeddings, self.compute_dtype)
-        return tf.cast(tf.matmul(x, weights, transpose_b=True), tf.float32)
+        # One 2-D matmul: on a 3-D x TF runs a broadcasting batched matmul whose gradient
+        # materialises [batch, vocab, d_model] (2.4 GB at the base shape, bench/README.md).
+        flat = tf.reshape(x, [-1, self.d_model])  # (batch * length, d_model)
+        logits = tf.matmul(flat, weights, transpose_b=True)  # (batch * length, vocab)
+        shape = tf.concat([tf.shape(x)[:-1], [self.vocab_size]], axis=0)
+        return tf.cast(tf.reshape(logits, shape), tf.float32)
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,
