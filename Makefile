@@ -28,9 +28,11 @@ main: install
 test: install
 	$(PY) -m pytest -q --timeout=900
 
+# torch first, pinned: a bare resolve could pull a CUDA build of several GB.
 bench: install
+	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[bench]'
-	$(PY) bench/run_all.py --json
+	$(PY) bench/run_all.py --quick --json
 
 clean:
 	rm -rf $(VENV) runs

@@ -13,7 +13,7 @@ CORE = [
     "tqdm",
 ]
 TEST = ["pytest>=8", "pytest-timeout", "numpy"]
-BENCH = ["torch==2.13.0", "ctranslate2", "transformers", "psutil"]
+BENCH = ["torch==2.13.0", "ctranslate2==4.8.*", "transformers==5.23.*"]
 
 setup(
     name="transformer_tf",
