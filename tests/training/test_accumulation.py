@@ -18,16 +18,18 @@ def run(data, model_dir, steps):
         data_dir=str(data.directory), model_dir=str(model_dir), preset="tiny",
         model_overrides={"num_layers": 1, "dropout": 0},
         training_overrides={"gradient_accumulation_steps": ACCUMULATE},
-        max_steps=steps, eval_every=100, log_every=1, verbose=0))
+        max_steps=steps, eval_every=100, log_every=1, validation_sentences=0, verbose=0))
 
 
-def test_accumulated_steps_count_updates_and_batches(tiny_multi30k, tmp_path):
-    first = run(tiny_multi30k, tmp_path / "resumed", 4)
+def test_accumulated_steps_count_updates_and_batches(tiny_multi30k, tmp_path, gc_frozen):
+    with gc_frozen():
+        first = run(tiny_multi30k, tmp_path / "resumed", 4)
     assert first.step == first.planned_steps == 4
     reader = tf.train.load_checkpoint(first.last_checkpoint)
     assert reader.get_tensor(checkpoints.BATCHES_KEY) == 4 * ACCUMULATE
 
-    second = run(tiny_multi30k, tmp_path / "resumed", 6)
+    with gc_frozen():
+        second = run(tiny_multi30k, tmp_path / "resumed", 6)
     assert (second.start_step, second.step, second.planned_steps) == (4, 6, 6)
     reader = tf.train.load_checkpoint(second.last_checkpoint)
     assert reader.get_tensor(checkpoints.BATCHES_KEY) == 6 * ACCUMULATE

@@ -127,11 +127,12 @@ def _two_logical_cpus() -> bool:
     return len(tf.config.list_logical_devices("CPU")) >= 2
 
 
-def _run(optimizer_name, tmp_path):
+def _run(optimizer_name, tmp_path, gc_frozen):
     """(one-replica results, two-replica results), in this process if it can."""
     if _two_logical_cpus():
-        return (one_step(["/cpu:0"], optimizer_name),
-                one_step(["/cpu:0", "/cpu:1"], optimizer_name))
+        with gc_frozen():
+            return (one_step(["/cpu:0"], optimizer_name),
+                    one_step(["/cpu:0", "/cpu:1"], optimizer_name))
     out = tmp_path / "results.npy"
     done = subprocess.run([sys.executable, __file__, optimizer_name, str(out)],
                           capture_output=True, text=True, timeout=300)
@@ -140,8 +141,8 @@ def _run(optimizer_name, tmp_path):
 
 
 @pytest.fixture(scope="module", params=["sgd", "adam"])
-def results(request, tmp_path_factory):
-    return request.param, _run(request.param, tmp_path_factory.mktemp("replicas"))
+def results(request, tmp_path_factory, gc_frozen):
+    return request.param, _run(request.param, tmp_path_factory.mktemp("replicas"), gc_frozen)
 
 
 def test_global_batch_is_split_unevenly(results):
@@ -202,7 +203,7 @@ needs_two_cpus = pytest.mark.skipif(
 
 
 @needs_two_cpus
-def test_evaluate_when_a_replica_gets_no_rows():
+def test_evaluate_when_a_replica_gets_no_rows(gc_frozen):
     # A finite dataset's last batches can be smaller than the number of replicas: here
     # the first batch has one row (replica 1 gets none). Keras' MEAN of the replicas'
     # input batches (keras-team/keras#20585) failed on it; the metrics stay global.
@@ -223,7 +224,8 @@ def test_evaluate_when_a_replica_gets_no_rows():
             model = Transformer(ModelConfig(**CONFIG))
             model.build()
             model.compile(optimizer="sgd", jit_compile=False)
-        results.append(model.evaluate(dataset, verbose=0, return_dict=True))
+        with gc_frozen():
+            results.append(model.evaluate(dataset, verbose=0, return_dict=True))
     assert results[0]["loss"] == pytest.approx(expected_loss(), rel=1e-5)
     assert results[1]["target_tokens"] == results[0]["target_tokens"] == 23
     for name, value in results[0].items():
@@ -231,7 +233,7 @@ def test_evaluate_when_a_replica_gets_no_rows():
 
 
 @needs_two_cpus
-def test_train_driver_with_mirrored_strategy(tiny_multi30k, tmp_path):
+def test_train_driver_with_mirrored_strategy(tiny_multi30k, tmp_path, gc_frozen):
     # scripts/train.py --strategy mirrored (here over the two logical CPUs): global
     # batches split over the replicas, validation with partial batches, checkpoints.
     import tensorflow as tf
@@ -239,9 +241,10 @@ def test_train_driver_with_mirrored_strategy(tiny_multi30k, tmp_path):
     from transformer_tf.training.fit import TrainOptions, train
 
     tf.distribute.MirroredStrategy._collective_key_base += 100_000  # see mirrored_strategy
-    result = train(TrainOptions(
-        data_dir=str(tiny_multi30k.directory), model_dir=str(tmp_path), preset="tiny",
-        model_overrides={"num_layers": 1}, max_steps=4, eval_every=100, log_every=2,
-        strategy="mirrored", verbose=0))
+    with gc_frozen():
+        result = train(TrainOptions(
+            data_dir=str(tiny_multi30k.directory), model_dir=str(tmp_path), preset="tiny",
+            model_overrides={"num_layers": 1}, max_steps=4, eval_every=100, log_every=2,
+            strategy="mirrored", validation_sentences=0, verbose=0))
     assert result.step == result.planned_steps == 4
     assert result.last_checkpoint.endswith("ckpt-4")

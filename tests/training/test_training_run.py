@@ -39,7 +39,8 @@ def train_args(data_dir, model_dir):
             "--max-steps", str(STEPS), "--eval-every", str(EVAL_EVERY),
             "--log-every", str(LOG_EVERY), "--model-option", "dropout=0",
             "--model-option", "num_layers=1",
-            "--training-option", "checkpoint_every_minutes=0.01", "--quiet"]
+            "--training-option", "checkpoint_every_minutes=0.01", "--quiet",
+            "--validation-sentences", "0"]  # (BLEU: checked on the reference run)
 
 
 def latest_step(model_dir) -> int | None:
@@ -63,30 +64,37 @@ def model_weights(model_dir, checkpoint):
     return {w.path.split("/", 1)[1]: w.numpy() for w in model.weights}
 
 
-def scalars(logdir, run):
-    """{tag: [(step, value), ...]} from the TensorBoard event files of logdir/run."""
+def summaries(logdir, run):
+    """{tag: [(step, value), ...]} from the TensorBoard event files of logdir/run; values
+    are floats (scalars) or str (text)."""
     import tensorflow as tf
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(pathlib.Path(logdir) / run), size_guidance={"tensors": 0})
     events.Reload()
-    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
-            for tag in events.Tags()["tensors"]}
+    found = {}
+    for tag in events.Tags()["tensors"]:
+        for event in events.Tensors(tag):
+            value = tf.make_ndarray(event.tensor_proto)
+            value = (value.item().decode("utf-8") if value.dtype == object
+                     else float(value))
+            found.setdefault(tag, []).append((event.step, value))
+    return found
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_multi30k, tmp_path_factory):
+def reference(tiny_multi30k, tmp_path_factory, gc_frozen):
     """The uninterrupted run, in this process: `fit.train` (what the script runs) with the
     options the script makes of `train_args`."""
     from transformer_tf.training.fit import TrainOptions, train
 
     model_dir = tmp_path_factory.mktemp("reference")
-    result = train(TrainOptions(
-        data_dir=str(tiny_multi30k.directory), model_dir=str(model_dir), preset="tiny",
-        model_overrides={"dropout": 0, "num_layers": 1},
-        training_overrides={"checkpoint_every_minutes": 0.01},
-        max_steps=STEPS, eval_every=EVAL_EVERY, log_every=LOG_EVERY, verbose=0))
-    return result
+    with gc_frozen():
+        return train(TrainOptions(
+            data_dir=str(tiny_multi30k.directory), model_dir=str(model_dir), preset="tiny",
+            model_overrides={"dropout": 0, "num_layers": 1},
+            training_overrides={"checkpoint_every_minutes": 0.01},
+            max_steps=STEPS, eval_every=EVAL_EVERY, log_every=LOG_EVERY, verbose=0))
 
 
 @pytest.fixture(scope="module")
@@ -165,18 +173,18 @@ def test_resumed_run_ends_like_the_uninterrupted_one(resumed, reference):
 
 
 def test_the_model_learns(reference):
-    loss = dict(scalars(reference.logdir, "train")["loss"])
+    loss = dict(summaries(reference.logdir, "train")["loss"])
     first, last = loss[LOG_EVERY], loss[STEPS]  # means over steps 1-10 and 191-200
     assert first > 5.5  # about log(500) = 6.2 at the start
     assert last < first - 1.5, loss
-    validation = dict(scalars(reference.logdir, "validation")["loss"])
+    validation = dict(summaries(reference.logdir, "validation")["loss"])
     assert validation[STEPS] < validation[EVAL_EVERY] < first
 
 
-def test_tensorboard_scalars(reference):
+def test_tensorboard_scalars(reference, tiny_multi30k):
     from transformer_tf.training.schedule import transformer_learning_rate
 
-    train = scalars(reference.logdir, "train")
+    train = summaries(reference.logdir, "train")
     assert {"loss", "nll", "perplexity", "token_accuracy", "learning_rate",
             "target_tokens_per_second", "steps_per_second"} <= train.keys()
     logged_steps = list(range(LOG_EVERY, STEPS + 1, LOG_EVERY))
@@ -190,7 +198,14 @@ def test_tensorboard_scalars(reference):
     for step, rate in train["learning_rate"]:  # the rate of the next update (paper step + 1)
         assert rate == pytest.approx(transformer_learning_rate(step + 1, d_model=16,
                                                                warmup_steps=100), rel=1e-5)
-    validation = scalars(reference.logdir, "validation")
-    assert {"loss", "nll", "perplexity", "token_accuracy"} <= validation.keys()
+    validation = summaries(reference.logdir, "validation")
+    assert {"loss", "nll", "perplexity", "token_accuracy", "bleu", "examples"} <= \
+        validation.keys()
     for tag, values in validation.items():
         assert [step for step, _ in values] == [EVAL_EVERY, STEPS], tag
+    assert all(0 <= bleu <= 100 for _, bleu in validation["bleu"])
+    # Example translations: a markdown table of dev sources, references and hypotheses.
+    first_source = pathlib.Path(tiny_multi30k.files("valid").source).read_text().split("\n")[0]
+    for _, table in validation["examples"]:
+        assert table.startswith("| source | reference | hypothesis |")
+        assert first_source.strip() in table
