@@ -153,6 +153,7 @@ def train(options: TrainOptions) -> TrainResult:
     # of steps and wait forever for each other. Only the chief writes checkpoints; saving
     # our checkpoints (model and optimizer variables, no sync-on-read ones) involves no
     # collective op, so the other workers need not save anywhere.
+    #
     # A step is an optimizer update: `accumulation` batches. The data position is the
     # number of batches consumed, counted and checkpointed (loss scaling may skip steps).
     accumulation = run.training.gradient_accumulation_steps
