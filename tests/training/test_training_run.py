@@ -2,8 +2,7 @@
 500 pairs, 200 steps).
 
 Two runs of the same command line (`scripts/train.py`, dropout 0, a checkpoint every
-0.12 s, so that one of step 10 or more exists early
-even on a fast machine):
+0.12 s, so that one of step 10 or more exists early even on a fast machine):
 
 * reference: uninterrupted, in this process (`fit.train`, what the script calls);
 * resumed: the script in a subprocess, SIGKILLed once a checkpoint of step >= 10 exists,
