@@ -8,6 +8,7 @@ Example:
 import argparse
 import dataclasses
 import json
+import logging
 import sys
 
 from transformer_tf.config import (
@@ -63,6 +64,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.max_steps is None and args.epochs is None and args.max_minutes is None:
         parser.error("give --max-steps, --epochs or --max-minutes")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("absl").setLevel(logging.WARNING)
 
     if args.cpu_devices:  # must precede any other TensorFlow work
         from transformer_tf.training.distribution import split_cpu
