@@ -180,3 +180,14 @@ def emit(result: dict) -> None:
     result.setdefault("load_average_end", load_average())
     sys.stdout.flush()
     print(json.dumps(result), flush=True)
+
+
+def training_figures(shape, batch, source_len, target_len, timing, losses) -> dict:
+    """Throughput, FLOP rate and loss figures of a timed training step (ours and peers)."""
+    flops = training_flops(shape, batch, source_len, target_len)
+    return {**timing,
+            "target_tokens_per_s": batch * target_len / timing["best_s"],
+            "target_tokens_per_s_median": batch * target_len / timing["median_s"],
+            "gflop_per_step": flops / 1e9,
+            "achieved_gflops": flops / timing["best_s"] / 1e9,
+            "first_loss": losses[0], "last_loss": losses[-1]}

@@ -117,16 +117,8 @@ def main(argv=None):
 
     timing = common.time_calls(step, args.repeats, warmup=args.warmup,
                                max_seconds=args.max_seconds)
-    flops = common.training_flops(shape, b, s, t)
-    result.update(timing)
-    result.update({
-        "target_tokens_per_s": b * t / timing["best_s"],
-        "target_tokens_per_s_median": b * t / timing["median_s"],
-        "gflop_per_step": flops / 1e9,
-        "achieved_gflops": flops / timing["best_s"] / 1e9,
-        "first_loss": losses[0], "last_loss": losses[-1],
-        "rss_start_mb": round(rss_start, 1), "rss_built_mb": round(rss_built, 1),
-    })
+    result.update(common.training_figures(shape, b, s, t, timing, losses))
+    result.update({"rss_start_mb": round(rss_start, 1), "rss_built_mb": round(rss_built, 1)})
     common.emit(result)
 
 

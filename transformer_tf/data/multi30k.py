@@ -15,7 +15,6 @@ Where the files come from, first match wins:
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import tempfile
@@ -28,7 +27,7 @@ from transformer_tf.data.corpora import (
     data_root,
     default_cache_dir,
 )
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.textio import CorpusError, sha256_of_raw_file
 
 logger = logging.getLogger(__name__)
 
@@ -78,14 +77,6 @@ def find_local(data_dir=None, languages=LANGUAGES) -> Path | None:
     return None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def download(directory, languages=LANGUAGES, url_template: str = MULTI30K_URL) -> Path:
     """Downloads the missing Multi30k files for `languages` into `directory`.
 
@@ -113,7 +104,7 @@ def download(directory, languages=LANGUAGES, url_template: str = MULTI30K_URL) -
             with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
                 for block in iter(lambda: response.read(1 << 20), b""):
                     out.write(block)
-            actual = _sha256(Path(temporary))
+            actual = sha256_of_raw_file(Path(temporary))
             expected = MULTI30K_SHA256[name]
             if actual != expected:
                 raise ChecksumError(
