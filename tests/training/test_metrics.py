@@ -1,32 +1,12 @@
-"""Padding-aware token accuracy and perplexity, checked by hand."""
-import math
+"""Padding-aware token metrics, checked by hand."""
 import subprocess
 import sys
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.config import PAD_ID
-from transformer_tf.training.losses import token_loss_sums
-from transformer_tf.training.metrics import (
-    Perplexity,
-    TokenAccuracy,
-    TokenMean,
-    count_correct_tokens,
-)
-
-
-def test_count_correct_tokens_ignores_padding():
-    labels = np.array([[1, 2, PAD_ID], [3, PAD_ID, PAD_ID]])
-    # argmax per position:  [1, 0, 0]     [3, 0, 0]   (pad positions predict 0 == PAD_ID,
-    # which would count as "correct" if padding were not masked).
-    logits = np.zeros((2, 3, 4), np.float32)
-    logits[0, 0, 1] = logits[1, 0, 3] = 1.0
-    logits[0, 1, 0] = logits[0, 2, 0] = logits[1, 1, 0] = logits[1, 2, 0] = 1.0
-    correct, count = count_correct_tokens(labels, logits)
-    assert float(correct) == 2.0 and float(count) == 3.0
+from transformer_tf.training.metrics import TokenAccuracy, TokenMean
 
 
 def test_token_accuracy_is_ratio_of_sums_not_mean_of_batches():
@@ -40,33 +20,13 @@ def test_token_accuracy_is_ratio_of_sums_not_mean_of_batches():
     assert float(metric.result()) == 0.0
 
 
-def test_perplexity_by_hand():
-    metric = Perplexity()
-    assert float(metric.result()) == 1.0
-    # batch 1: two tokens with p = 1/4 each      -> NLL sum 2 ln 4  = 4 ln 2
-    # batch 2: tokens with p = 1/4 and p = 1/16   -> NLL sum ln 4 + ln 16 = 6 ln 2
-    metric.update_state(2 * math.log(4.0), 2)
-    metric.update_state(math.log(4.0) + math.log(16.0), 2)
-    # mean NLL = (4 + 6) ln 2 / 4 = 2.5 ln 2  ->  perplexity = exp(2.5 ln 2) = 2^2.5
-    assert float(metric.result()) == pytest.approx(2 ** 2.5, rel=1e-6)
-
-
-def test_uniform_model_has_perplexity_vocab_size():
-    labels = np.array([[5, 6, 7, PAD_ID, PAD_ID]])
-    logits = np.zeros((1, 5, 10), np.float32)
-    sums = token_loss_sums(labels, logits, 0.1)
-    metric = Perplexity()
-    metric.update_state(sums.nll_sum, sums.token_count)
-    assert float(metric.result()) == pytest.approx(10.0, rel=1e-5)
-
-
 def test_token_mean_accepts_tensors_and_low_precision():
     metric = TokenMean(name="loss")
     metric.update_state(tf.constant([1.5, 2.5], tf.float16), tf.constant(4, tf.int32))
     assert float(metric.result()) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("cls", [TokenMean, TokenAccuracy, Perplexity])
+@pytest.mark.parametrize("cls", [TokenMean, TokenAccuracy])
 def test_get_config_round_trip(cls):
     metric = cls(name="m")
     config = metric.get_config()

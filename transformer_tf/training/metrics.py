@@ -9,33 +9,16 @@ per-replica or per-batch means.
 
     TokenMean:     result = total / count
     TokenAccuracy: result = correct_tokens / real_tokens
-    Perplexity:    result = exp(nll_sum / real_tokens)
 
-All results are 0 (TokenMean, TokenAccuracy) or 1 (Perplexity, exp(0)) before any token has
-been counted.
+Both are 0 before any token has been counted. (Perplexity is exp of the nll TokenMean; the
+train step derives it, see training/step.py.)
 """
 from __future__ import annotations
 
 import keras
 from keras import ops
 
-from transformer_tf.config import PAD_ID
-
-__all__ = ["TokenMean", "TokenAccuracy", "Perplexity", "count_correct_tokens"]
-
-
-def count_correct_tokens(labels, logits, pad_id: int = PAD_ID):
-    """(correct_count, token_count) over real tokens, both float32 scalars.
-
-    Args:
-      labels: int tensor [B, T]; positions equal to `pad_id` are ignored.
-      logits: float tensor [B, T, V] (or probabilities: only the argmax matters).
-      pad_id: the padding id.
-    """
-    mask = ops.cast(ops.not_equal(labels, pad_id), "float32")               # (B, T)
-    predictions = ops.argmax(logits, axis=-1)                                 # (B, T)
-    correct = ops.cast(ops.equal(predictions, ops.cast(labels, predictions.dtype)), "float32")
-    return ops.sum(correct * mask), ops.sum(mask)
+__all__ = ["TokenMean", "TokenAccuracy"]
 
 
 @keras.saving.register_keras_serializable(package="transformer_tf")
@@ -87,7 +70,7 @@ class TokenAccuracy(TokenMean):
     Call arguments (`update_state`):
       correct_count: number of correctly predicted real tokens in the batch.
       token_count: number of real tokens in the batch.
-    Use `count_correct_tokens(labels, logits)` or `token_loss_sums(...)` to get them.
+    `token_loss_sums(...)` gives them.
     """
 
     def __init__(self, name: str = "token_accuracy", dtype=None):
@@ -95,23 +78,3 @@ class TokenAccuracy(TokenMean):
 
     def update_state(self, correct_count, token_count):
         super().update_state(correct_count, token_count)
-
-
-@keras.saving.register_keras_serializable(package="transformer_tf")
-class Perplexity(TokenMean):
-    """exp(mean negative log-likelihood per real target token), NLL in nats.
-
-    Call arguments (`update_state`):
-      nll_sum: sum over real tokens of -log p(label) (label smoothing NOT included).
-      token_count: number of real tokens in the batch.
-    """
-
-    def __init__(self, name: str = "perplexity", dtype=None):
-        super().__init__(name=name, dtype=dtype)
-
-    def update_state(self, nll_sum, token_count):
-        super().update_state(nll_sum, token_count)
-
-    def result(self):
-        # perplexity = exp(sum(-log p(y)) / N)
-        return ops.exp(self._mean())

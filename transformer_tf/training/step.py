@@ -6,11 +6,12 @@ of the *global* batch (an all-reduce over replicas and workers). Keras' optimize
 replicas' gradients, so the update is the gradient of the global per-token mean whatever
 the number of replicas: not a mean of per-replica means, not diluted by padding.
 
-Metrics (loss, nll, token accuracy, perplexity, target token count) accumulate sums and
-counts in sum-aggregated variables, so their results are global token-weighted means.
-Inside a step (replica context) such a variable reads as this replica's share only, and
-Keras averages the logs the replicas return: the logs would be a mean of per-replica
-means. So the step all-reduces the accumulators and returns the global results.
+Metrics (loss, nll, token accuracy, target token count) accumulate sums and counts in
+sum-aggregated variables, so their results are global token-weighted means; the logged
+perplexity is exp(nll), derived rather than accumulated a second time. Inside a step
+(replica context) such a variable reads as this replica's share only, and Keras averages
+the logs the replicas return: the logs would be a mean of per-replica means. So the step
+all-reduces the accumulators and returns the global results.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import tensorflow as tf
 
 from transformer_tf.training import keras_workarounds
 from transformer_tf.training.losses import token_loss_sums
-from transformer_tf.training.metrics import Perplexity, TokenAccuracy, TokenMean
+from transformer_tf.training.metrics import TokenAccuracy, TokenMean
 
 
 def _global_sum(value):
@@ -42,13 +43,12 @@ class Seq2SeqTrainingMixin(keras_workarounds.MultiWorkerFitMixin):
         self.loss_metric = TokenMean(name="loss")
         self.nll_metric = TokenMean(name="nll")
         self.accuracy_metric = TokenAccuracy(name="token_accuracy")
-        self.perplexity_metric = Perplexity(name="perplexity")
         self.token_count_metric = keras.metrics.Sum(name="target_tokens")
 
     @property
     def metrics(self):
         return [self.loss_metric, self.nll_metric, self.accuracy_metric,
-                self.perplexity_metric, self.token_count_metric]
+                self.token_count_metric]
 
     def _forward_and_sums(self, data, training):
         inputs, labels = data[0], data[1]
@@ -59,25 +59,22 @@ class Seq2SeqTrainingMixin(keras_workarounds.MultiWorkerFitMixin):
         self.loss_metric.update_state(sums.loss_sum, sums.token_count)
         self.nll_metric.update_state(sums.nll_sum, sums.token_count)
         self.accuracy_metric.update_state(sums.correct_count, sums.token_count)
-        self.perplexity_metric.update_state(sums.nll_sum, sums.token_count)
         self.token_count_metric.update_state(sums.token_count)
         return self.shape_logs_for_strategy(self._global_metric_results())
 
     def _global_metric_results(self):
-        """The metrics' results over all replicas, from inside a step (see module doc)."""
-        context = tf.distribute.get_replica_context()
-        if context is None or context.num_replicas_in_sync == 1:
-            return {m.name: m.result() for m in self.metrics}
-        means = [self.loss_metric, self.nll_metric, self.accuracy_metric,
-                 self.perplexity_metric]
-        local = [tf.convert_to_tensor(v) for m in means for v in (m.total, m.count)]
-        local.append(tf.convert_to_tensor(self.token_count_metric.variables[0]))
-        totals = tf.unstack(context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stack(local)))
+        """The metrics' results over all replicas, from inside a step (see module doc),
+        plus perplexity = exp(nll)."""
+        means = [self.loss_metric, self.nll_metric, self.accuracy_metric]
+        counter = self.token_count_metric.variables[0]
+        local = tf.stack([tf.convert_to_tensor(v) for m in means for v in (m.total, m.count)]
+                         + [tf.convert_to_tensor(counter)])
+        totals = tf.unstack(_global_sum(local))
         results = {m.name: tf.math.divide_no_nan(totals[2 * i], totals[2 * i + 1])
                    for i, m in enumerate(means)}
-        results[self.perplexity_metric.name] = tf.exp(results[self.perplexity_metric.name])
         results[self.token_count_metric.name] = totals[-1]
-        return {m.name: results[m.name] for m in self.metrics}
+        results["perplexity"] = tf.exp(results[self.nll_metric.name])
+        return results
 
     def train_step(self, data):
         with tf.GradientTape() as tape:
