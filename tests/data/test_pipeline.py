@@ -191,23 +191,6 @@ def test_evaluation_dataset_keeps_order_and_truncates(small_prepared, caplog):
     assert source.shape[0] == 8 and target_input.shape == labels.shape
 
 
-def test_source_dataset_for_decoding(small_tokenizer, tmp_path):
-    texts = ["A man rides a bike.", "", "Two dogs " * 30]
-    path = tmp_path / "in.txt"
-    path.write_text("\n".join(texts) + "\n")
-    for source in (texts, path):
-        batches = list(pipeline.make_source_dataset(source, small_tokenizer, batch_size=2,
-                                                    max_length=12).as_numpy_iterator())
-        assert [b.shape[0] for b in batches] == [2, 1]
-        rows = [row[row != PAD_ID].tolist() for b in batches for row in b]
-        assert rows[0] == small_tokenizer.tokenize(tf.constant(texts[:1])).to_list()[0] + [EOS_ID]
-        assert rows[1] == [EOS_ID]
-        assert len(rows[2]) == 12 and rows[2][-1] == EOS_ID
-    with_ids = next(iter(pipeline.make_source_dataset(texts, small_tokenizer, batch_size=3,
-                                                      return_dict=True)))
-    assert with_ids["id"].numpy().tolist() == [0, 1, 2]
-
-
 def test_transforms_compose_with_apply(small_tokenizer):
     dataset = tf.data.Dataset.from_tensor_slices(
         {"id": tf.range(3, dtype=tf.int64),

@@ -23,7 +23,6 @@ from transformer_tf.data.pipeline import (
     bucket_by_length,
     filter_by_length,
     make_evaluation_dataset,
-    make_source_dataset,
     make_training_dataset,
     text_pairs,
     to_model_inputs,
@@ -39,7 +38,7 @@ __all__ = [
     "InvalidUtf8Error", "LineCountMismatchError", "ParallelCorpus", "ParallelFiles",
     "PreparedData", "SPLITS", "add_special_tokens", "bucket_batch_sizes", "bucket_boundaries",
     "bucket_by_length", "filter_by_length", "load_prepared", "make_evaluation_dataset",
-    "make_source_dataset", "make_training_dataset", "multi30k_corpus", "normalize_text",
+    "make_training_dataset", "multi30k_corpus", "normalize_text",
     "prepare_corpus", "text_file_corpus", "text_pairs", "tfds_pairs", "to_model_inputs",
     "tokenize", "tokenize_and_filter", "train_bpe", "wmt14_name", "write_tfds_corpus",
 ]

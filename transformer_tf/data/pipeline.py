@@ -84,16 +84,6 @@ def text_pairs(files) -> tf.data.Dataset:
     )
 
 
-def texts_dataset(texts) -> tf.data.Dataset:
-    """{"id", "source"} elements from a list of str/bytes or a (.gz) text file path."""
-    if isinstance(texts, (list, tuple)):
-        lines = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string)
-                                                   if texts else tf.zeros([0], tf.string))
-    else:
-        lines = _lines(texts)
-    return lines.enumerate().map(lambda index, line: {"id": index, "source": line})
-
-
 # ------------------------------------------------------------------------------ transforms
 
 
@@ -159,6 +149,14 @@ class DropCounter(tf.Module):
         return counts
 
 
+def _drop_reasons(source_length, target_length, max_length, max_target_length):
+    """(empty, too_long) booleans for pairs of these lengths (EOS/BOS included): a side
+    holding only its special token is empty; a side over its limit is too long."""
+    empty = (source_length <= 1) | (target_length <= 1)
+    too_long = ~empty & ((source_length > max_length) | (target_length > max_target_length))
+    return empty, too_long
+
+
 def filter_by_length(max_length: int, max_target_length: int | None = None,
                      counter: DropCounter | None = None) -> Transform:
     """Drops pairs with an empty side or a side longer than the limit (specials counted).
@@ -170,10 +168,8 @@ def filter_by_length(max_length: int, max_target_length: int | None = None,
     max_target_length = max_target_length or max_length
 
     def keep(example):
-        source_length = tf.size(example["source"])
-        target_length = tf.size(example["labels"])
-        empty = (source_length <= 1) | (target_length <= 1)
-        too_long = ~empty & ((source_length > max_length) | (target_length > max_target_length))
+        empty, too_long = _drop_reasons(tf.size(example["source"]), tf.size(example["labels"]),
+                                        max_length, max_target_length)
         kept = ~(empty | too_long)
         if counter is None:
             return kept
@@ -200,10 +196,9 @@ def tokenize_and_filter(tokenizer, max_length: int, max_target_length: int | Non
     def process(batch):
         source = tokenizer.tokenize(batch["source"])
         target = tokenizer.tokenize(batch["target"])
-        source_length = source.row_lengths() + 1  # + EOS
-        target_length = target.row_lengths() + 1  # + BOS / EOS
-        empty = (source_length <= 1) | (target_length <= 1)
-        too_long = ~empty & ((source_length > max_length) | (target_length > max_target_length))
+        empty, too_long = _drop_reasons(source.row_lengths() + 1,  # + EOS
+                                        target.row_lengths() + 1,  # + BOS / EOS
+                                        max_length, max_target_length)
         keep = ~(empty | too_long)
         updates = []
         if counter is not None:
@@ -481,43 +476,6 @@ def make_evaluation_dataset(
                .apply(pad_to_boundaries(boundaries)))
     if not return_dict:
         dataset = dataset.apply(to_model_inputs())
-    if prefetch:
-        dataset = dataset.prefetch(AUTOTUNE)
-    return dataset
-
-
-def make_source_dataset(
-    texts,
-    tokenizer,
-    *,
-    batch_size: int = 64,
-    max_length: int = 256,
-    bucket_growth: float = 1.1,
-    min_bucket_length: int = 8,
-    return_dict: bool = False,
-    prefetch: bool = True,
-) -> tf.data.Dataset:
-    """Source sentences in order, for decoding a test set.
-
-    Args:
-      texts: a list of str/bytes, or the path of a (.gz) text file, one sentence a line.
-      tokenizer: a BpeTokenizer.
-      batch_size: sentences per batch (the last batch may be smaller).
-      max_length: longer sources are truncated to this many tokens (EOS kept).
-
-    Returns:
-      Dataset of source_ids int32 [B, S] (BPE + EOS, PAD_ID-padded to a bucket boundary),
-      or with `return_dict` {"id": int64 [B], "source": int32 [B, S]}.
-    """
-    dataset = (texts_dataset(texts)
-               .apply(tokenize(tokenizer, keys=("source",)))
-               .apply(add_special_tokens())
-               .apply(_truncate(max_length))
-               .padded_batch(batch_size)
-               .apply(pad_to_boundaries(bucket_boundaries(max_length, min_bucket_length,
-                                                          bucket_growth), keys=("source",))))
-    if not return_dict:
-        dataset = dataset.map(lambda batch: batch["source"])
     if prefetch:
         dataset = dataset.prefetch(AUTOTUNE)
     return dataset

@@ -17,8 +17,9 @@ import time
 import keras
 import tensorflow as tf
 
-from transformer_tf.config import DecodingConfig, ModelConfig, TrainingConfig, get_preset
-from transformer_tf.data.pipeline import make_training_dataset
+from transformer_tf.config import ModelConfig, TrainingConfig, get_preset
+from transformer_tf.data.pipeline import (
+    DropCounter, make_evaluation_dataset, make_training_dataset)
 from transformer_tf.data.prepare import load_prepared
 from transformer_tf.models.transformer import Transformer
 from transformer_tf.training import callbacks as callbacks_lib
@@ -165,19 +166,24 @@ def train(options: TrainOptions) -> TrainResult:
     if start_step:
         logger.info("resuming from %s at step %d", manager.latest_checkpoint, start_step)
 
-    def dataset(split, repeat, shuffle):
+    def dataset(split, repeat, shuffle, drop_counter=None):
         return make_training_dataset(
             prepared, split, tokens_per_batch=run.training.tokens_per_batch,
             max_length=run.training.max_length, num_replicas=strategy.num_replicas_in_sync,
-            shuffle=shuffle, seed=run.training.seed, repeat=repeat)
+            shuffle=shuffle, seed=run.training.seed, repeat=repeat, drop_counter=drop_counter)
 
     if options.epochs is not None:
         planned_steps = math.ceil(
             options.epochs * count_batches(dataset("train", False, False)) / accumulation)
     else:
         planned_steps = options.max_steps or 10**12  # a time budget alone: "forever"
-    train_data = dataset("train", True, True).skip(start_batches)
-    validation_data = dataset("valid", False, False) if "valid" in prepared.splits else None
+    # Pairs over run.training.max_length are dropped from training (and counted); the
+    # validation loss covers every dev pair, in order (over-long sides truncated).
+    drops = DropCounter()
+    train_data = dataset("train", True, True, drops).skip(start_batches)
+    validation_data = (make_evaluation_dataset(prepared, "valid",
+                                               max_length=run.training.max_length)
+                       if "valid" in prepared.splits else None)
 
     eval_every = max(1, min(options.eval_every, planned_steps))
     logdir = model_dir_lib.logdir(model_dir)
@@ -206,6 +212,10 @@ def train(options: TrainOptions) -> TrainResult:
         raise TrainingDiverged(
             f"training diverged: the loss became NaN at step {nan_stop.nan_step}; the last "
             f"good checkpoint is {manager.latest_checkpoint}")
+    counts = drops.result()
+    logger.info("training batches read: the length filter (max_length %d) dropped %d empty "
+                "and %d over-long pairs (counted on every pass over the data)",
+                run.training.max_length, counts["empty"], counts["too_long"])
     step = int(model.optimizer.iterations.numpy())
     stopped_by = "time" if time_budget and time_budget.stopped_at_step is not None else "steps"
     return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
