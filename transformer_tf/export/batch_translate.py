@@ -29,23 +29,32 @@ class LoadedTranslator:
     bpe_model_proto: bytes
     max_source_tokens: int
     n_best: int
+    # What the batch function's methods belong to: bound tf.functions only hold their
+    # instance weakly, so the Translator (or loaded SavedModel) must be kept alive here.
+    owner: object = None
 
 
 def _decode(strings) -> list[str]:
     return [s.decode("utf-8", errors="replace") for s in strings]
 
 
-def _from_translator(translator, n_best: int) -> LoadedTranslator:
+def _batch_fn(translate, translate_nbest, n_best: int) -> BatchFn:
+    """A BatchFn over a Translator's methods or a SavedModel's signatures (same outputs)."""
     def translate_batch(lines):
         text = tf.constant(lines, tf.string)
         if n_best == 1:
-            out = translator.translate(text)
+            out = translate(text)
             return [[t] for t in _decode(out["translation"].numpy())], out["score"].numpy()[:, None]
-        out = translator.translate_nbest(text)
+        out = translate_nbest(text)
         texts = [_decode(row)[:n_best] for row in out["translations"].numpy()]
         return texts, out["scores"].numpy()[:, :n_best]
-    return LoadedTranslator(translate_batch, translator.tokenizer.model_proto,
-                            translator.max_source_tokens, n_best)
+    return translate_batch
+
+
+def _from_translator(translator, n_best: int) -> LoadedTranslator:
+    return LoadedTranslator(_batch_fn(translator.translate, translator.translate_nbest, n_best),
+                            translator.tokenizer.model_proto, translator.max_source_tokens,
+                            n_best, owner=translator)
 
 
 def load_translator(model: str | None = None, model_dir: str | None = None,
@@ -80,16 +89,9 @@ def load_translator(model: str | None = None, model_dir: str | None = None,
     proto = (pathlib.Path(model) / "assets.extra" / "bpe.model").read_bytes()
     max_source_tokens = info["model"]["max_position"] - 1
     serving, nbest = loaded.signatures["serving_default"], loaded.signatures["translate_nbest"]
-
-    def translate_batch(lines):
-        text = tf.constant(lines, tf.string)
-        if n_best == 1:
-            out = serving(text=text)
-            return [[t] for t in _decode(out["translation"].numpy())], out["score"].numpy()[:, None]
-        out = nbest(text=text)
-        texts = [_decode(row)[:n_best] for row in out["translations"].numpy()]
-        return texts, out["scores"].numpy()[:, :n_best]
-    return LoadedTranslator(translate_batch, proto, max_source_tokens, n_best)
+    return LoadedTranslator(_batch_fn(lambda text: serving(text=text),
+                                      lambda text: nbest(text=text), n_best),
+                            proto, max_source_tokens, n_best, owner=loaded)
 
 
 def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_size: int = 64,

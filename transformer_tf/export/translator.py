@@ -39,11 +39,11 @@ def merge_cache(static, dynamic):
             "layers": [{**s, **d} for s, d in zip(static["layers"], dynamic)]}
 
 
-def _forbid_tokens(logits, token_ids):
-    vocab = tf.shape(logits)[-1]
-    forbidden = tf.reduce_any(tf.one_hot(token_ids, vocab, on_value=True, off_value=False,
-                                         dtype=tf.bool), axis=0)
-    return tf.where(forbidden[None, :], tf.constant(-1e9, logits.dtype), logits)
+def _forbidden_token_bias(vocab_size: int, token_ids) -> tf.Tensor:
+    """float32 [vocab_size]: -1e9 at `token_ids`, 0 elsewhere (added to every step's logits)."""
+    bias = tf.zeros([vocab_size], tf.float32)
+    ids = tf.constant(token_ids, tf.int32)[:, None]
+    return tf.tensor_scatter_nd_update(bias, ids, tf.fill([len(token_ids)], -1e9))
 
 
 def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1):
@@ -70,11 +70,12 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1):
     beam = decoding.beam_size
     if beam > 1:
         static = tf.nest.map_structure(lambda t: tile_beams(t, beam), static)
-    forbidden = tf.constant([PAD_ID, BOS_ID])
+    # Built once, outside the search loop.
+    forbidden = _forbidden_token_bias(model.config.resolved_target_vocab_size, [PAD_ID, BOS_ID])
 
     def step_fn(ids, step, dynamic_cache):
         logits, new_cache = model.decode_step(ids, step, merge_cache(static, dynamic_cache))
-        return _forbid_tokens(logits, forbidden), split_cache(new_cache)[1]
+        return logits + forbidden, split_cache(new_cache)[1]
 
     common = dict(max_decode_length=None, eos_id=EOS_ID, bos_id=BOS_ID, pad_id=PAD_ID)
     if beam == 1:
