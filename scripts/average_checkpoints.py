@@ -36,35 +36,19 @@ def main(argv=None) -> int:
     if args.last is not None and args.last < 1:
         parser.error(f"--last must be at least 1, got {args.last}")
 
-    from transformer_tf.models.transformer import Transformer
-    from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+    from transformer_tf.training.checkpoints import average_run
 
     try:
-        run = model_dir_lib.read_run_config(args.model_dir)
+        averaged = average_run(args.model_dir, args.last, args.out, args.allow_fewer)
     except (FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        hint = "; pass --allow-fewer to average those" if "fewer than" in str(error) else ""
+        print(f"error: {error}{hint}", file=sys.stderr)
         return 2
-    last = args.last or run.training.average_last
-    available = checkpoints.list_checkpoints(args.model_dir)
-    names = ", ".join(pathlib.Path(p).name for p in available) or "none"
-    if not available:
-        print(f"error: {args.model_dir} has no checkpoints to average", file=sys.stderr)
-        return 2
-    if len(available) < last:
-        message = (f"{args.model_dir} has {len(available)} checkpoint(s) ({names}), fewer "
-                   f"than --last {last}")
-        if not args.allow_fewer:
-            print(f"error: {message}; pass --allow-fewer to average those", file=sys.stderr)
-            return 2
-        print(f"warning: {message}; averaging those {len(available)}", file=sys.stderr)
-    selected = available[-last:]
-    out = args.out or str(model_dir_lib.averaged_prefix(args.model_dir))
-
-    model = Transformer(run.model)
-    model.build()
-    written = checkpoints.average_checkpoints(model, selected, out)
-    print(f"averaged {len(selected)} checkpoint(s) "
-          f"({', '.join(pathlib.Path(p).name for p in selected)}) -> {written}")
+    names = ", ".join(pathlib.Path(p).name for p in averaged.sources)
+    if len(averaged.sources) < averaged.requested:
+        print(f"warning: only {len(averaged.sources)} checkpoint(s), fewer than --last "
+              f"{averaged.requested}; averaged those", file=sys.stderr)
+    print(f"averaged {len(averaged.sources)} checkpoint(s) ({names}) -> {averaged.path}")
     return 0
 
 

@@ -1,8 +1,9 @@
 """The main job, end to end: prepare, train, average, decode, score, export, translate.
 
-`scripts/main_job.py` (the README's first command) runs `run_recipe`. Every step skips
-work that is already done (a prepared directory, a finished training run), so running the
-same command again resumes where it stopped.
+`scripts/main_job.py` (the README's first command) runs `run_recipe`. An existing prepared
+directory is reused, and training resumes from the run's last checkpoint: with a step or
+epoch plan a finished run trains no further; with a time budget each invocation trains for
+another budget. Averaging, decoding, scoring and export are always redone.
 
 Layout under `work_dir` (default runs/<dataset>_<src>_<tgt>):
     data/                      prepared corpus and shared BPE (scripts/prepare_data.py)
@@ -104,16 +105,9 @@ def run_recipe(options: RecipeOptions) -> dict:
         verbose=options.verbose))
     run = read_run_config(model_dir)
 
-    average_last = options.average_last or run.training.average_last
-    found = checkpoints.list_checkpoints(model_dir)[-average_last:]
-    _step(f"3/6 average the last {len(found)} checkpoint(s) -> {averaged_prefix(model_dir)}")
-    from transformer_tf.models.transformer import Transformer
-    model = Transformer(run.model)
-    model.build()
-    averaged = checkpoints.average_checkpoints(model, found, averaged_prefix(model_dir))
-    params = model.count_params()
-    del model
-    print(f"averaged {[pathlib.Path(p).name for p in found]} -> {averaged}")
+    _step(f"3/6 average the last checkpoints -> {averaged_prefix(model_dir)}")
+    averaged = checkpoints.average_run(model_dir, options.average_last, allow_fewer=True)
+    print(f"averaged {[pathlib.Path(p).name for p in averaged.sources]} -> {averaged.path}")
 
     test_files = prepared.files("test")
     sources = read_lines(test_files.source)
@@ -122,7 +116,7 @@ def run_recipe(options: RecipeOptions) -> dict:
         sources, references = sources[:options.test_limit], references[:options.test_limit]
     _step(f"4/6 translate {len(sources)} test sentences (beam {options.beam_size}, "
           f"alpha {options.alpha}) and score them")
-    translator = load_translator(model_dir=str(model_dir), checkpoint=averaged,
+    translator = load_translator(model_dir=str(model_dir), checkpoint=averaged.path,
                                  beam_size=options.beam_size, alpha=options.alpha)
     decode_start = time.monotonic()
     translations, _ = translate_lines(translator, sources, options.batch_size,
@@ -139,7 +133,7 @@ def run_recipe(options: RecipeOptions) -> dict:
     export_dir = pathlib.Path(options.saved_models_dir) / name / str(options.export_version)
     _step(f"5/6 export the SavedModel -> {export_dir}")
     from transformer_tf.config import DecodingConfig
-    export_model_dir(model_dir, export_dir, checkpoint=averaged,
+    export_model_dir(model_dir, export_dir, checkpoint=averaged.path,
                      decoding=DecodingConfig(beam_size=options.beam_size, alpha=options.alpha),
                      overwrite=True)
 
@@ -156,9 +150,11 @@ def run_recipe(options: RecipeOptions) -> dict:
     summary = {
         "dataset": options.dataset, "direction": f"{src}-{tgt}", "preset": options.preset,
         "model_config": run.model.get_config(), "training_config": run.training.get_config(),
-        "parameters": params, "train_steps": result.step,
-        "train_seconds": round(result.seconds, 1), "stopped_by": result.stopped_by,
-        "averaged_checkpoints": [str(p) for p in found],
+        "parameters": averaged.parameters, "train_steps": result.step,
+        "resumed_from_step": result.start_step,
+        "train_seconds_this_invocation": round(result.seconds, 1),
+        "stopped_by": result.stopped_by,
+        "averaged_checkpoints": [str(p) for p in averaged.sources],
         "test_sentences": len(sources), "decode_seconds": round(decode_seconds, 1),
         "sacrebleu": scores.get("bleu"), "sacrebleu_signature": scores.get("signature"),
         "chrf": scores.get("chrf"),
@@ -166,7 +162,7 @@ def run_recipe(options: RecipeOptions) -> dict:
         "bleu_paper_tokenized": scores.get("bleu_paper_tokenized"),
         "paths": {"work_dir": str(work_dir), "data_dir": str(data_dir),
                   "model_dir": str(model_dir), "tensorboard_logdir": str(model_dir / "logs"),
-                  "averaged_checkpoint": str(averaged), "hypotheses": str(hyp_path),
+                  "averaged_checkpoint": str(averaged.path), "hypotheses": str(hyp_path),
                   "scores": str(work_dir / "scores.json"), "saved_model": str(export_dir)},
         "demo_translations": demo_pairs,
         "total_seconds": round(time.monotonic() - started, 1),
@@ -180,9 +176,9 @@ def format_summary(summary: dict) -> str:
     lines = [
         "", "=" * 72, f"transformer_tf main job: {summary['dataset']} {summary['direction']}",
         "=" * 72,
-        f"trained      {summary['train_steps']} steps in {summary['train_seconds']} s "
-        f"({summary['parameters']:,} parameters, preset {summary['preset']})"
-        if summary.get("parameters") else f"trained      {summary['train_steps']} steps",
+        f"trained      to step {summary['train_steps']} (steps {summary['resumed_from_step']}"
+        f"-{summary['train_steps']} in {summary['train_seconds_this_invocation']} s) "
+        f"({summary['parameters']:,} parameters, preset {summary['preset']})",
         f"sacreBLEU    {summary['sacrebleu']}  ({summary['sacrebleu_signature']})",
         f"BLEU (lowercased, tokenized, Multi30k style)  {summary['bleu_lowercase_tokenized']}",
         f"BLEU (paper-style tokenized)                  {summary['bleu_paper_tokenized']}",

@@ -113,22 +113,18 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
       manager: a tf.train.CheckpointManager over the model and optimizer.
       every_minutes: wall-clock period (paper: 10 minutes).
       enabled: False on workers that must not write.
-      on_epoch_end_only: decide only at epoch ends (for savers that must take the same
-        decision at the same step on every worker; the training driver's saves happen on
-        the chief alone and need no such agreement).
       batches: an int64 variable saved with the checkpoints (see
         `checkpoints.make_manager`); incremented after every training batch, so it holds
         the data position.
     """
 
     def __init__(self, manager, every_minutes: float, enabled: bool = True,
-                 on_epoch_end_only: bool = False, batches: tf.Variable | None = None):
+                 batches: tf.Variable | None = None):
         super().__init__()
         self.manager = manager
         self.batches = batches
         self.every_seconds = every_minutes * 60.0
         self.enabled = enabled
-        self.on_epoch_end_only = on_epoch_end_only
         self.frozen = False
         self._last_save = time.monotonic()
 
@@ -150,7 +146,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if self.batches is not None:
             self.batches.assign_add(1)
-        if not self.on_epoch_end_only and self._due():
+        if self._due():
             self._save()
 
     def on_epoch_end(self, epoch, logs=None):

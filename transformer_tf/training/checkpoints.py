@@ -14,6 +14,8 @@ atomically, so a run killed during a save leaves the previous checkpoint intact.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pathlib
 
 import numpy as np
@@ -96,6 +98,45 @@ def average_checkpoints(model, checkpoint_paths: list[str], output_prefix) -> st
         weight.assign(tf.cast(total / len(checkpoint_paths), weight.dtype))
     pathlib.Path(output_prefix).parent.mkdir(parents=True, exist_ok=True)
     return checkpoint.write(str(output_prefix))
+
+
+@dataclasses.dataclass(frozen=True)
+class AveragedCheckpoint:
+    path: str  # the written checkpoint prefix
+    sources: list  # the checkpoint prefixes averaged, oldest first
+    requested: int  # how many were asked for (more than len(sources) with allow_fewer)
+    parameters: int  # the model's parameter count
+
+
+def average_run(model_dir, last: int | None = None, out=None,
+                allow_fewer: bool = False) -> AveragedCheckpoint:
+    """Average the last `last` checkpoints of a training run (what the paper evaluates).
+
+    Args:
+      model_dir: the run's directory (its run_config.json rebuilds the model).
+      last: how many of the newest checkpoints (default: the run's training.average_last).
+      out: checkpoint prefix to write (default MDIR/averaged/ckpt).
+      allow_fewer: with fewer than `last` checkpoints, average those (the result's
+        `requested` tells) instead of raising ValueError.
+    """
+    from transformer_tf.models.transformer import Transformer
+    from transformer_tf.training import model_dir as model_dir_lib
+
+    run = model_dir_lib.read_run_config(model_dir)
+    last = last or run.training.average_last
+    available = list_checkpoints(model_dir)
+    if not available:
+        raise ValueError(f"{model_dir} has no checkpoints to average")
+    if len(available) < last and not allow_fewer:
+        names = ", ".join(pathlib.Path(p).name for p in available)
+        raise ValueError(f"{model_dir} has {len(available)} checkpoint(s) ({names}), fewer "
+                         f"than --last {last}")
+    selected = available[-last:]
+    model = Transformer(run.model)
+    model.build()
+    path = average_checkpoints(model, selected, out or model_dir_lib.averaged_prefix(model_dir))
+    return AveragedCheckpoint(path=path, sources=selected, requested=last,
+                              parameters=model.count_params())
 
 
 def load_weights(model, checkpoint_path) -> None:
