@@ -53,9 +53,8 @@ def main(argv=None):
     import keras
 
     from train_tf import model_config_for  # same model config as the training bench
-    from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
-    from transformer_tf.decoding import beam_search, greedy_search, tile_beams
-    from transformer_tf.export.translator import merge_cache, split_cache
+    from transformer_tf.config import EOS_ID, DecodingConfig
+    from transformer_tf.export.translator import search_model
     from transformer_tf.models.transformer import Transformer
 
     report = {"benchmark": "decode", "engine": "transformer_tf", "load_average_start": load_start,
@@ -71,31 +70,15 @@ def main(argv=None):
         source = common.random_ids(rng, b, args.source_len, shape.vocab_size)
         source[:, -1] = EOS_ID
         source = tf.constant(source)
-        forbidden = np.zeros([shape.vocab_size], np.float32)
-        forbidden[[PAD_ID, BOS_ID, EOS_ID]] = -1e9  # EOS too: exactly `length` tokens
-        forbidden = tf.constant(forbidden)
 
         for xla in _csv(args.xla_modes):
             for beam in _csv(args.beams, int):
+                decoding = DecodingConfig(beam_size=beam, alpha=0.6)
+
+                # The library's decode path; EOS forbidden: exactly `length` tokens.
                 @tf.function(jit_compile=(xla == "on"))
-                def decode(source_ids, beam=beam):
-                    encoder_output, source_valid = model.encode(source_ids, training=False)
-                    cache = model.init_cache(encoder_output, source_valid, length)
-                    static, dynamic = split_cache(cache)
-                    if beam > 1:
-                        static = tf.nest.map_structure(lambda x: tile_beams(x, beam), static)
-
-                    def step_fn(ids, step, dynamic_cache):
-                        logits, new_cache = model.decode_step(
-                            ids, step, merge_cache(static, dynamic_cache))
-                        return logits + forbidden, split_cache(new_cache)[1]
-
-                    common_args = dict(max_decode_length=length, eos_id=EOS_ID, bos_id=BOS_ID,
-                                       pad_id=PAD_ID)
-                    if beam == 1:
-                        return greedy_search(step_fn, dynamic, b, length, **common_args)
-                    return beam_search(step_fn, dynamic, b, beam, length, alpha=0.6,
-                                       **common_args)
+                def decode(source_ids, decoding=decoding):
+                    return search_model(model, source_ids, decoding, fixed_length=length)
 
                 outputs = []
 

@@ -46,7 +46,8 @@ def _forbidden_token_bias(vocab_size: int, token_ids) -> tf.Tensor:
     return tf.tensor_scatter_nd_update(bias, ids, tf.fill([len(token_ids)], -1e9))
 
 
-def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1):
+def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
+                 fixed_length: int | None = None):
     """Beam (or greedy, beam_size 1) search over a Transformer for padded source ids.
 
     Args:
@@ -54,30 +55,39 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1):
       source_ids: int32 [batch, source_length], tokens + EOS, PAD_ID-padded.
       decoding: beam size, alpha, max_extra_length.
       n_best: hypotheses returned per sentence (<= beam_size).
+      fixed_length: None (translation: up to source length + max_extra_length tokens,
+        ending at EOS), or an exact output length with EOS forbidden and static shapes
+        (for benchmarks, XLA included).
 
     Returns:
       transformer_tf.decoding.SearchResult: ids [batch, n_best, L], scores, lengths.
     """
     source_ids = tf.cast(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
-    source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)
-    max_lengths = tf.minimum(source_lengths + decoding.max_extra_length,
-                             model.config.max_position)
-    max_decode_length = tf.maximum(tf.reduce_max(max_lengths), 1)
+    forbidden_ids = [PAD_ID, BOS_ID]
+    if fixed_length is None:
+        source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)
+        max_lengths = tf.minimum(source_lengths + decoding.max_extra_length,
+                                 model.config.max_position)
+        cache_length = tf.maximum(tf.reduce_max(max_lengths), 1)
+        static_length = None  # the search sizes its outputs from max_lengths
+    else:
+        max_lengths = cache_length = static_length = fixed_length
+        forbidden_ids.append(EOS_ID)
     encoder_output, source_valid = model.encode(source_ids, training=False)
-    cache = model.init_cache(encoder_output, source_valid, max_decode_length)
+    cache = model.init_cache(encoder_output, source_valid, cache_length)
     static, dynamic = split_cache(cache)
     beam = decoding.beam_size
     if beam > 1:
         static = tf.nest.map_structure(lambda t: tile_beams(t, beam), static)
     # Built once, outside the search loop.
-    forbidden = _forbidden_token_bias(model.config.resolved_target_vocab_size, [PAD_ID, BOS_ID])
+    forbidden = _forbidden_token_bias(model.config.resolved_target_vocab_size, forbidden_ids)
 
     def step_fn(ids, step, dynamic_cache):
         logits, new_cache = model.decode_step(ids, step, merge_cache(static, dynamic_cache))
         return logits + forbidden, split_cache(new_cache)[1]
 
-    common = dict(max_decode_length=None, eos_id=EOS_ID, bos_id=BOS_ID, pad_id=PAD_ID)
+    common = dict(max_decode_length=static_length, eos_id=EOS_ID, bos_id=BOS_ID, pad_id=PAD_ID)
     if beam == 1:
         return greedy_search(step_fn, dynamic, batch_size, max_lengths, **common)
     return beam_search(step_fn, dynamic, batch_size, beam, max_lengths, alpha=decoding.alpha,
