@@ -90,7 +90,7 @@ def test_reports_bad_utf8_with_file_and_line(files, tmp_path):
     bad.write_bytes(("\n".join(HYPS[:3]) + "\n").encode() + b"caf\xe9 latin-1\n" + b"ok\n")
     out = run("--hyp", bad, "--ref", ref)
     assert out.returncode == 2
-    assert f"{bad}: line 4: invalid UTF-8" in out.stderr
+    assert f"{bad}:4: invalid UTF-8" in out.stderr
 
 
 def test_multiple_references_and_flags(files, tmp_path):

@@ -36,12 +36,12 @@ def test_gzip(tmp_path):
 def test_utf8_error_names_file_and_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nstill fine\nab\xffcd\n")
-    with pytest.raises(EvaluationInputError, match=rf"{path}: line 3: invalid UTF-8 at byte 3"):
+    with pytest.raises(EvaluationInputError, match=rf"{path}:3: invalid UTF-8 at byte 2"):
         read_lines(path)
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(EvaluationInputError, match="cannot read"):
+    with pytest.raises(EvaluationInputError, match="not found"):
         read_lines(tmp_path / "nope.txt")
 
 

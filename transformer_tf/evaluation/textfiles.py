@@ -4,13 +4,14 @@ A file of N segments has N lines; the final newline is optional ("a\\nb" and "a\
 hold 2 segments), a trailing "\\r" (Windows line ends) is dropped, and a UTF-8 byte-order mark
 at the start is ignored. Only "\\n" separates lines (not the other Unicode line breaks that
 `str.splitlines` honours, which may occur inside a sentence). Files ending in ".gz" are
-decompressed.
+decompressed. (The same reader as for corpora, `data.textio.iter_lines`.)
 """
 from __future__ import annotations
 
-import gzip
 import os
 from typing import Sequence
+
+from transformer_tf.data.textio import CorpusError, iter_lines
 
 __all__ = [
     "EvaluationInputError",
@@ -29,37 +30,21 @@ class LineCountMismatchError(EvaluationInputError):
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
-    """The lines of a UTF-8 text file, without their line ends.
+    """The lines of a UTF-8 text file, without their line ends (a leading BOM dropped).
+
+    Reads with the corpus reader `transformer_tf.data.textio.iter_lines`, so segment files
+    and corpora follow the same rules and report errors the same way.
 
     Raises:
-      EvaluationInputError: the file is missing or unreadable, or holds bytes that are not
-        UTF-8 (the message gives the file, the 1-based line number and the byte offset).
+      EvaluationInputError: the file is missing, or holds bytes that are not UTF-8 (the
+        message gives the file, the 1-based line number and the 0-based byte offset).
     """
-    path = os.fspath(path)
     try:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:
-            data = f.read()
-    except (OSError, EOFError) as error:
-        raise EvaluationInputError(f"cannot read {path}: {error}") from error
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    if not data:
-        return []
-    raw_lines = data.split(b"\n")
-    if raw_lines[-1] == b"":
-        raw_lines.pop()  # the file's final newline ends the last line; it is not a new one
-    lines = []
-    for number, raw in enumerate(raw_lines, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            bad = raw[error.start:error.start + 4]
-            raise EvaluationInputError(
-                f"{path}: line {number}: invalid UTF-8 at byte {error.start + 1} of the line "
-                f"({bad!r}: {error.reason}); convert the file to UTF-8"
-            ) from error
-        lines.append(line[:-1] if line.endswith("\r") else line)
+        lines = list(iter_lines(path))
+    except CorpusError as error:
+        raise EvaluationInputError(str(error)) from error
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
     return lines
 
 
