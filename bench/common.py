@@ -182,8 +182,15 @@ def emit(result: dict) -> None:
     print(json.dumps(result), flush=True)
 
 
-def training_figures(shape, batch, source_len, target_len, timing, losses) -> dict:
-    """Throughput, FLOP rate and loss figures of a timed training step (ours and peers)."""
+def csv_list(text, kind=str) -> list:
+    """"1,4" -> [1, 4] (with kind=int): the workers' comma-separated options."""
+    return [kind(x) for x in text.split(",") if x]
+
+
+def time_training_step(step, args, shape, batch, source_len, target_len, losses) -> dict:
+    """Times `step` (args.repeats / warmup / max_seconds) and returns the throughput, FLOP
+    rate and loss figures of a training step (ours and peers alike)."""
+    timing = time_calls(step, args.repeats, warmup=args.warmup, max_seconds=args.max_seconds)
     flops = training_flops(shape, batch, source_len, target_len)
     return {**timing,
             "target_tokens_per_s": batch * target_len / timing["best_s"],

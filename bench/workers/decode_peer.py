@@ -25,10 +25,6 @@ import common  # noqa: E402
 common.set_thread_env()
 
 
-def _csv(text, kind=str):
-    return [kind(x) for x in text.split(",") if x]
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engine", required=True, choices=["ctranslate2", "hf"])
@@ -60,7 +56,7 @@ def main(argv=None):
     else:
         report["threads"] = {"torch": torch.get_num_threads()}
 
-    for shape_name in _csv(args.shapes):
+    for shape_name in common.csv_list(args.shapes):
         shape = common.SHAPES[shape_name]
         model = marian_peer.build_marian(torch, shape)
         model_params = int(sum(p.numel() for p in model.parameters()))
@@ -82,7 +78,7 @@ def main(argv=None):
             input_ids = torch.from_numpy(source).long()
             attention_mask = torch.ones_like(input_ids)
 
-        for beam in _csv(args.beams, int):
+        for beam in common.csv_list(args.beams, int):
             lengths = []
             if args.engine == "ctranslate2":
                 def run(beam=beam):

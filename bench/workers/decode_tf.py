@@ -26,10 +26,6 @@ import common  # noqa: E402
 common.set_thread_env()
 
 
-def _csv(text, kind=str):
-    return [kind(x) for x in text.split(",") if x]
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", default="base", help="comma-separated: base,multi30k,tiny")
@@ -61,7 +57,7 @@ def main(argv=None):
               "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
               "threads": {"intra_op": common.THREADS, "inter_op": args.inter_op}, "runs": []}
     b, length = args.batch, args.output_len
-    for shape_name in _csv(args.shapes):
+    for shape_name in common.csv_list(args.shapes):
         shape = common.SHAPES[shape_name]
         keras.utils.set_random_seed(0)
         model = Transformer(model_config_for(shape))
@@ -71,8 +67,8 @@ def main(argv=None):
         source[:, -1] = EOS_ID
         source = tf.constant(source)
 
-        for xla in _csv(args.xla_modes):
-            for beam in _csv(args.beams, int):
+        for xla in common.csv_list(args.xla_modes):
+            for beam in common.csv_list(args.beams, int):
                 decoding = DecodingConfig(beam_size=beam, alpha=0.6)
 
                 # The library's decode path; EOS forbidden: exactly `length` tokens.

@@ -89,9 +89,7 @@ def main(argv=None):
         logs = model.train_on_batch((source, target_in), labels, return_dict=True)
         losses.append(float(logs["loss"]))
 
-    timing = common.time_calls(step, args.repeats, warmup=args.warmup,
-                               max_seconds=args.max_seconds)
-    result.update(common.training_figures(shape, b, s, t, timing, losses))
+    result.update(common.time_training_step(step, args, shape, b, s, t, losses))
     result.update({"rss_start_mb": round(rss_start, 1), "rss_built_mb": round(rss_built, 1)})
     common.emit(result)
 

@@ -115,9 +115,7 @@ def main(argv=None):
         schedule.step()
         losses.append(float(loss))
 
-    timing = common.time_calls(step, args.repeats, warmup=args.warmup,
-                               max_seconds=args.max_seconds)
-    result.update(common.training_figures(shape, b, s, t, timing, losses))
+    result.update(common.time_training_step(step, args, shape, b, s, t, losses))
     result.update({"rss_start_mb": round(rss_start, 1), "rss_built_mb": round(rss_built, 1)})
     common.emit(result)
 
