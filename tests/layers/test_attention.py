@@ -101,8 +101,8 @@ def test_self_attention_cache_reproduces_full_causal_pass():
         np.testing.assert_allclose(step_out.numpy()[:, 0], full[:, t], rtol=1e-5, atol=1e-6)
     # The cache holds exactly the projected keys of the positions written so far.
     keys, _ = layer.project_key_value(x)
-    np.testing.assert_allclose(cache[0].numpy()[:, :length], keys.numpy(), rtol=1e-6)
-    assert np.all(cache[0].numpy()[:, length:] == 0)
+    np.testing.assert_allclose(cache[0].numpy()[:, :, :length], keys.numpy(), rtol=1e-6)
+    assert np.all(cache[0].numpy()[:, :, length:] == 0)
 
 
 def test_static_cache_equals_recomputing_keys_and_values():

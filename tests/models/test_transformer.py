@@ -103,8 +103,9 @@ def test_decoder_is_causal():
         assert np.abs(new[:, t:] - logits[:, t:]).max() > 1e-3  # the test can see a change
 
 
+@pytest.mark.parametrize("prepared_weights", [False, True], ids=["weights", "decoding_weights"])
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_cached_decoding_reproduces_teacher_forced_logits(variant):
+def test_cached_decoding_reproduces_teacher_forced_logits(variant, prepared_weights):
     rng = np.random.default_rng(3)
     config = SMALL.replace(**VARIANTS[variant])
     model = Transformer(config)
@@ -116,9 +117,10 @@ def test_cached_decoding_reproduces_teacher_forced_logits(variant):
     def decode_all(source, target):
         encoder_output, source_valid = model.encode(source)
         cache = model.init_cache(encoder_output, source_valid, max_length=10)
+        weights = model.decoding_weights() if prepared_weights else None
         steps = []
         for t in range(target.shape[1]):
-            logits, cache = model.decode_step(target[:, t], tf.constant(t), cache)
+            logits, cache = model.decode_step(target[:, t], tf.constant(t), cache, weights)
             steps.append(logits)
         return tf.stack(steps, axis=1)
 

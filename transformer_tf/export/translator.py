@@ -82,9 +82,11 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
         static = tf.nest.map_structure(lambda t: tile_beams(t, beam), static)
     # Built once, outside the search loop.
     forbidden = _forbidden_token_bias(model.config.resolved_target_vocab_size, forbidden_ids)
+    weights = model.decoding_weights()
 
     def step_fn(ids, step, dynamic_cache):
-        logits, new_cache = model.decode_step(ids, step, merge_cache(static, dynamic_cache))
+        logits, new_cache = model.decode_step(
+            ids, step, merge_cache(static, dynamic_cache), weights=weights)
         return logits + forbidden, split_cache(new_cache)[1]
 
     common = dict(max_decode_length=static_length, eos_id=EOS_ID, bos_id=BOS_ID, pad_id=PAD_ID)

@@ -19,8 +19,8 @@ class DecoderLayer(EncoderLayer):
       self_attention_mask: bool [batch, target_length, target_length or max_length].
       cross_attention_mask: bool [batch, target_length, source_length].
       cache: None for a full (teacher-forced) pass, or a dict with "self_key",
-        "self_value" ([batch, max_length, heads, d_k|d_v]) and "cross_key", "cross_value"
-        ([batch, source_length, heads, d_k|d_v]).
+        "self_value" ([batch, heads, max_length, d_k|d_v]) and "cross_key", "cross_value"
+        ([batch, heads, source_length, d_k|d_v]).
       step: int scalar; with a cache, the position of x's first element.
       training: enables dropout.
 

@@ -208,10 +208,10 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
             x = layer(x, encoder_output, self_mask, cross_mask, training=training)
         return self._logits(x)
 
-    def _logits(self, x):
+    def _logits(self, x, output_kernel=None):
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
-        return self.output_projection.logits(x)
+        return self.output_projection.logits(x, kernel=output_kernel)
 
     # ------------------------------------------------------------------ inference
     def init_cache(self, encoder_output, source_valid, max_length):
@@ -219,8 +219,8 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
 
         Returns a dict whose tensors all lead with the batch dimension (so a beam search
         can tile and reorder them): "source_valid" [batch, source_length] and per decoder
-        layer "self_key"/"self_value" zeros [batch, max_length, heads, d_k|d_v] and
-        "cross_key"/"cross_value" [batch, source_length, heads, d_k|d_v] computed once.
+        layer "self_key"/"self_value" zeros [batch, heads, max_length, d_k|d_v] and
+        "cross_key"/"cross_value" [batch, heads, source_length, d_k|d_v] computed once.
         """
         batch_size = tf.shape(encoder_output)[0]
         layers = []
@@ -231,13 +231,20 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
                            "cross_key": cross_key, "cross_value": cross_value})
         return {"source_valid": source_valid, "layers": layers}
 
-    def decode_step(self, ids, step, cache):
+    def decoding_weights(self):
+        """Weights rearranged once per search for `decode_step` (loop invariants that TF
+        would otherwise recompute at every step): {"output_kernel": [d_model, vocab]}."""
+        return {"output_kernel": self.output_projection.output_kernel()}
+
+    def decode_step(self, ids, step, cache, weights=None):
         """One decoding step with the cache.
 
         Args:
           ids: int [batch], the token at position `step` (BOS at step 0).
           step: int scalar, the position of `ids`.
           cache: from `init_cache` or a previous step.
+          weights: optional `decoding_weights()`, computed once outside the decoding loop
+            (same result, faster).
 
         Returns:
           (float32 logits [batch, target_vocab_size] for position step + 1, new cache).
@@ -245,7 +252,7 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
         ids = tf.cast(ids, tf.int32)[:, None]  # (batch, 1)
         x = self.target_embedding(ids)
         x = x + self.target_positions(x, offset=step)
-        max_length = tf.shape(cache["layers"][0]["self_key"])[1]
+        max_length = tf.shape(cache["layers"][0]["self_key"])[2]
         written = tf.range(max_length) <= step  # keys at positions 0..step exist
         batch_size = tf.shape(ids)[0]
         self_mask = tf.broadcast_to(written[None, None, :], [batch_size, 1, max_length])
@@ -254,7 +261,8 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
         for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
             x, layer_cache = layer(x, None, self_mask, cross_mask, cache=layer_cache, step=step)
             new_layers.append(layer_cache)
-        logits = self._logits(x)[:, 0, :]
+        output_kernel = None if weights is None else weights["output_kernel"]
+        logits = self._logits(x, output_kernel)[:, 0, :]
         return logits, {**cache, "layers": new_layers}
 
     # ------------------------------------------------------------------ serialisation
