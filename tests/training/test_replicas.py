@@ -5,7 +5,8 @@ The global batch is padded unevenly: the rows that go to replica 0 hold many rea
 tokens, those of replica 1 few. So a loss normalised per replica (a mean of per-replica
 means, or each replica dividing by its own token count) gives a different gradient; with
 plain SGD the update is lr * gradient, so a wrongly scaled gradient shows in the weights.
-(Adam's first update is about lr * sign(gradient) and would hide it; it is checked too.)
+(Adam's first update is about lr * sign(gradient) and would hide it; it is checked too,
+with the library's FusedAdam.)
 
 tests/conftest.py splits the CPU into two logical devices before TensorFlow initialises;
 if that did not happen, the comparison runs in a subprocess that splits it first.
@@ -59,6 +60,7 @@ def one_step(devices, optimizer_name):
 
     from transformer_tf.config import ModelConfig
     from transformer_tf.models.transformer import Transformer
+    from transformer_tf.training.optimizer import FusedAdam
 
     keras.utils.set_random_seed(0)
     reference = Transformer(ModelConfig(**CONFIG))
@@ -71,8 +73,7 @@ def one_step(devices, optimizer_name):
         model.build()
         model.set_weights(initial)
         optimizer = (keras.optimizers.SGD(LEARNING_RATE["sgd"]) if optimizer_name == "sgd"
-                     else keras.optimizers.Adam(LEARNING_RATE["adam"], beta_2=0.98,
-                                                epsilon=1e-9))
+                     else FusedAdam(LEARNING_RATE["adam"], beta_2=0.98, epsilon=1e-9))
         model.compile(optimizer=optimizer, jit_compile=False)
     inputs, labels = global_batch()
     dataset = tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(4)

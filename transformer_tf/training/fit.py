@@ -26,6 +26,7 @@ from transformer_tf.training import callbacks as callbacks_lib
 from transformer_tf.training import checkpoints, model_dir as model_dir_lib
 from transformer_tf.training.distribution import is_chief, make_strategy
 from transformer_tf.training.keras_workarounds import is_multi_worker
+from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.schedule import TransformerSchedule
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def build_model_and_optimizer(model_config: ModelConfig, training: TrainingConfi
         scale=training.learning_rate_scale,
         accumulation_steps=training.gradient_accumulation_steps)
     accumulation = training.gradient_accumulation_steps
-    optimizer = keras.optimizers.Adam(
+    optimizer = FusedAdam(
         learning_rate=schedule, beta_1=training.adam_beta_1, beta_2=training.adam_beta_2,
         epsilon=training.adam_epsilon, global_clipnorm=training.clip_norm,
         gradient_accumulation_steps=accumulation if accumulation > 1 else None)
