@@ -164,7 +164,7 @@ def greedy_search(
       eos_id, bos_id, pad_id: special ids.
       max_decode_length: static size L of the outputs (the length the cache was built for).
         None: the static maximum of `max_lengths` when known, else its dynamic maximum
-        (which XLA cannot compile).
+        (under XLA a value-dependent shape: it compiles, but once per distinct value).
 
     Returns:
       A `SearchResult` with n_best = 1: ids [B, 1, L], scores [B, 1] (summed log-probs,
@@ -242,7 +242,7 @@ def beam_search(
       n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
       max_decode_length: static size L of the outputs (the length the cache was built for).
         None: the static maximum of `max_lengths` when known, else its dynamic maximum
-        (which XLA cannot compile).
+        (under XLA a value-dependent shape: it compiles, but once per distinct value).
       early_stopping: stop a sentence once no alive hypothesis can beat its n-best finished
         ones (exact: the result is the same either way, only faster).
 
