@@ -125,6 +125,21 @@ def decoding_flops(shape: Shape, batch: int, source_len: int, output_len: int,
                   + per_step * batch * beam * output_len)
 
 
+def decoding_figures(timing: dict, shape: Shape, batch: int, source_len: int,
+                     output_len: int, beam: int) -> dict:
+    """Throughput and achieved GFLOP/s of a decode of `batch` sentences x `output_len`
+    tokens, from `time_calls`' best and median seconds."""
+    flops = decoding_flops(shape, batch, source_len, output_len, beam)
+    tokens = batch * output_len
+    return {
+        "output_tokens_per_s": tokens / timing["best_s"],
+        "output_tokens_per_s_median": tokens / timing["median_s"],
+        "sentences_per_s": batch / timing["best_s"],
+        "gflop_per_decode": flops / 1e9,
+        "achieved_gflops": flops / timing["best_s"] / 1e9,
+    }
+
+
 def random_ids(rng, batch: int, length: int, vocab: int):
     """Random token ids in [4, vocab): no PAD/UNK/BOS/EOS (numpy int32 [batch, length])."""
     return rng.integers(4, vocab, size=(batch, length), dtype="int32")

@@ -103,15 +103,9 @@ def main(argv=None):
             if set(lengths) != {length}:
                 raise SystemExit(
                     f"expected {length} output tokens, got lengths {sorted(set(lengths))}")
-            flops = common.decoding_flops(shape, b, args.source_len, length, beam)
             result.update(timing)
-            result.update({
-                "output_tokens_per_s": b * length / timing["best_s"],
-                "output_tokens_per_s_median": b * length / timing["median_s"],
-                "sentences_per_s": b / timing["best_s"],
-                "gflop_per_decode": flops / 1e9,
-                "achieved_gflops": flops / timing["best_s"] / 1e9,
-            })
+            result.update(common.decoding_figures(
+                timing, shape, b, args.source_len, length, beam))
             report["runs"].append(result)
         if scratch is not None:
             del translator

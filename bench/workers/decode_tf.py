@@ -12,7 +12,7 @@ searches get `max_lengths = output_len` (a static length, so XLA can compile it)
 Beam search uses alpha 0.6. Every (shape, XLA mode, beam) runs in this one process.
 Prints one JSON object whose "runs" hold, per configuration: decode times, output tokens/s
 (batch x output_len / time, best hypothesis only), sentences/s and GFLOP/s
-(common.decoding_flops).
+(common.decoding_flops, common.decoding_figures).
 """
 from __future__ import annotations
 
@@ -93,15 +93,9 @@ def main(argv=None):
                     raise SystemExit(
                         f"expected {length} steps and tokens, got {num_steps} steps, "
                         f"lengths {sorted(set(lengths[:, 0].tolist()))}")
-                flops = common.decoding_flops(shape, b, args.source_len, length, beam)
                 result.update(timing)
-                result.update({
-                    "output_tokens_per_s": b * length / timing["best_s"],
-                    "output_tokens_per_s_median": b * length / timing["median_s"],
-                    "sentences_per_s": b / timing["best_s"],
-                    "gflop_per_decode": flops / 1e9,
-                    "achieved_gflops": flops / timing["best_s"] / 1e9,
-                })
+                result.update(common.decoding_figures(
+                    timing, shape, b, args.source_len, length, beam))
                 report["runs"].append(result)
     common.emit(report)
 
