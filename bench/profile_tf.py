@@ -85,7 +85,7 @@ def main(argv=None):
     import keras
 
     from train_tf import model_config_for
-    from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, get_preset
+    from transformer_tf.config import BOS_ID, EOS_ID, get_preset
 
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
@@ -102,34 +102,20 @@ def main(argv=None):
         def call():
             model.train_on_batch(*batch)
     else:
-        from transformer_tf.decoding import beam_search, greedy_search, tile_beams
-        from transformer_tf.export.translator import merge_cache, split_cache
+        from transformer_tf.config import DecodingConfig
+        from transformer_tf.export.translator import search_model
         from transformer_tf.models.transformer import Transformer
 
         model = Transformer(model_config_for(shape))
         model.build()
         source[:, -1] = EOS_ID
         source = tf.constant(source)
-        bias = np.zeros([shape.vocab_size], np.float32)
-        bias[[PAD_ID, BOS_ID, EOS_ID]] = -1e9
-        bias = tf.constant(bias)
-        beam, length = args.beam, 32
+        decoding = DecodingConfig(beam_size=args.beam, alpha=0.6)
 
+        # The library's search, as bench/workers/decode_tf.py times it: 32 tokens exactly.
         @tf.function(jit_compile=args.xla)
         def decode(source_ids):
-            encoder_output, valid = model.encode(source_ids, training=False)
-            static, dynamic = split_cache(model.init_cache(encoder_output, valid, length))
-            if beam > 1:
-                static = tf.nest.map_structure(lambda x: tile_beams(x, beam), static)
-
-            def step_fn(ids, step, cache):
-                logits, new = model.decode_step(ids, step, merge_cache(static, cache))
-                return logits + bias, split_cache(new)[1]
-
-            kw = dict(max_decode_length=length, eos_id=EOS_ID, bos_id=BOS_ID, pad_id=PAD_ID)
-            if beam == 1:
-                return greedy_search(step_fn, dynamic, 32, length, **kw)
-            return beam_search(step_fn, dynamic, 32, beam, length, alpha=0.6, **kw)
+            return search_model(model, source_ids, decoding, fixed_length=32)
 
         def call():
             decode(source).ids.numpy()
