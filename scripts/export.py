@@ -11,8 +11,6 @@ Example:
 import argparse
 import sys
 
-from transformer_tf.config import DecodingConfig
-
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
@@ -29,16 +27,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from transformer_tf.export.saved_model import export_model_dir
-    from transformer_tf.training.model_dir import read_run_config
 
-    decoding = read_run_config(args.model_dir).decoding
-    changes = {k: v for k, v in (("beam_size", args.beam_size), ("alpha", args.alpha),
-                                 ("max_extra_length", args.max_extra_length)) if v is not None}
-    decoding = decoding.replace(**changes) if changes else decoding
     try:
-        path = export_model_dir(args.model_dir, args.out, args.checkpoint, decoding,
-                                overwrite=args.overwrite)
-    except (FileExistsError, FileNotFoundError) as error:
+        path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
+                                beam_size=args.beam_size, alpha=args.alpha,
+                                max_extra_length=args.max_extra_length)
+    except (FileExistsError, FileNotFoundError, ValueError) as error:  # ConfigError too
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(path)

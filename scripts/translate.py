@@ -37,6 +37,7 @@ def main(argv=None):
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
 
     from transformer_tf.export.batch_translate import load_translator, translate_lines
+    from transformer_tf.data.textio import strip_newline
 
     try:
         translator = load_translator(
@@ -46,8 +47,9 @@ def main(argv=None):
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", newline=None)
-    lines = [line.rstrip("\n") for line in stdin]
+    # Lines end at "\n" only (as for the corpus reader and evaluate.py), so N input lines
+    # give N output lines; invalid UTF-8 becomes U+FFFD rather than an error.
+    lines = [strip_newline(raw).decode("utf-8", errors="replace") for raw in sys.stdin.buffer]
     translations, scores = translate_lines(translator, lines, args.batch_size,
                                            progress=not args.quiet)
     out = sys.stdout

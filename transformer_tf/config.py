@@ -58,6 +58,12 @@ class _Serialisable:
             raise ConfigError(f"{type(self).__name__}: unknown field(s) {unknown}")
         return dataclasses.replace(self, **changes)
 
+    def with_overrides(self, **values):
+        """A copy with the fields of `values` that are not None replaced (command-line
+        options left unset keep this config's values)."""
+        changes = {name: value for name, value in values.items() if value is not None}
+        return self.replace(**changes) if changes else self
+
     def to_json(self) -> str:
         return json.dumps(self.get_config(), indent=2, sort_keys=True)
 

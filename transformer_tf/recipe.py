@@ -132,10 +132,8 @@ def run_recipe(options: RecipeOptions) -> dict:
     name = options.export_name or f"{options.dataset}_{src}_{tgt}"
     export_dir = pathlib.Path(options.saved_models_dir) / name / str(options.export_version)
     _step(f"5/6 export the SavedModel -> {export_dir}")
-    from transformer_tf.config import DecodingConfig
-    export_model_dir(model_dir, export_dir, checkpoint=averaged.path,
-                     decoding=DecodingConfig(beam_size=options.beam_size, alpha=options.alpha),
-                     overwrite=True)
+    export_model_dir(model_dir, export_dir, checkpoint=averaged.path, overwrite=True,
+                     beam_size=options.beam_size, alpha=options.alpha)
 
     _step("6/6 translate through the exported serving_default signature")
     import tensorflow as tf

@@ -157,6 +157,13 @@ def test_translate_script_keeps_order_and_empty_lines(exported):
     expected = [t.decode() for t in translator.translate(tf.constant(lines))["translation"].numpy()]
     assert out == expected and out[1] == ""
     assert "line 4:" in result.stderr and "truncated" in result.stderr
+    # Lines end at "\n" only: a lone "\r" inside a line, CRLF endings and invalid UTF-8
+    # keep one output line per input line.
+    raw = b"A dog.\rA cat.\r\nTwo men \xff sit.\n"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "translate.py"), "--model", str(path), "--quiet"],
+        input=raw, capture_output=True, timeout=300, check=True)
+    assert len(result.stdout.decode().split("\n")[:-1]) == 2
     nbest = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "translate.py"), "--model", str(path), "--quiet",
          "--n-best", "2", "--beam-size", "2"],
@@ -164,3 +171,26 @@ def test_translate_script_keeps_order_and_empty_lines(exported):
     rows = [line.split(" ||| ") for line in nbest.stdout.strip().split("\n")]
     assert [r[0] for r in rows] == ["0", "0", "1", "1"]
     assert float(rows[0][2]) >= float(rows[1][2])
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--model-dir", "/nonexistent"], "run_config.json not found"),
+    (["--beam-size", "0"], "beam_size"),
+])
+def test_export_script_reports_bad_arguments(tmp_path, arguments, message):
+    # A run directory with a valid run_config.json (and no checkpoint): the decoding
+    # override is checked before anything is loaded.
+    from transformer_tf.config import get_preset
+    from transformer_tf.training.model_dir import RunConfig, write_run_config
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    preset = get_preset("tiny")
+    write_run_config(run_dir, RunConfig(preset.model, preset.training, preset.decoding,
+                                        data_dir=str(tmp_path), preset="tiny"))
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "export.py"), "--model-dir", str(run_dir),
+         "--out", str(tmp_path / "out" / "1"), *arguments],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("error:")
+    assert message in result.stderr

@@ -71,7 +71,9 @@ def open_binary(path: PathLike) -> BinaryIO:
     return open(path, "rb")
 
 
-def _strip_newline(raw: bytes) -> bytes:
+def strip_newline(raw: bytes) -> bytes:
+    """One line's bytes without its "\n" or "\r\n" (a lone "\r" is text, not a line end,
+    as for tf.data.TextLineDataset)."""
     if raw.endswith(b"\n"):
         raw = raw[:-1]
     if raw.endswith(b"\r"):
@@ -88,7 +90,7 @@ def iter_lines(path: PathLike) -> Iterator[str]:
     """
     with open_binary(path) as handle:
         for number, raw in enumerate(handle, start=1):
-            raw = _strip_newline(raw)
+            raw = strip_newline(raw)
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError as error:

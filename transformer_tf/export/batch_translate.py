@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import pathlib
 import sys
 from typing import Callable, Sequence
 
@@ -69,24 +68,22 @@ def load_translator(model: str | None = None, model_dir: str | None = None,
     from transformer_tf.export import saved_model as saved_model_lib
     from transformer_tf.export.translator import Translator
 
-    changes = {k: v for k, v in (("beam_size", beam_size), ("alpha", alpha),
-                                 ("max_extra_length", max_extra_length)) if v is not None}
+    overrides = dict(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
     if (model is None) == (model_dir is None):
         raise ValueError("give exactly one of a SavedModel directory or a model directory")
     if model_dir is not None:
-        net, tokenizer, run, _ = saved_model_lib.load_trained(model_dir, checkpoint)
-        decoding = run.decoding.replace(**changes)
-        return _from_translator(Translator(net, tokenizer, decoding, n_best=n_best), n_best)
+        net, tokenizer, run, _ = saved_model_lib.load_trained(model_dir, checkpoint, **overrides)
+        return _from_translator(Translator(net, tokenizer, run.decoding, n_best=n_best), n_best)
     info = saved_model_lib.read_export_info(model)
     exported = DecodingConfig.from_config(info["decoding"])
-    decoding = exported.replace(**changes)
+    decoding = exported.with_overrides(**overrides)
     if n_best > decoding.beam_size:
         raise ValueError(f"--n-best {n_best} exceeds the beam size {decoding.beam_size}")
     if decoding != exported or n_best > info.get("n_best", 1):
         return _from_translator(
             saved_model_lib.translator_from_saved_model(model, decoding), n_best)
     loaded = tf.saved_model.load(str(model))
-    proto = (pathlib.Path(model) / "assets.extra" / "bpe.model").read_bytes()
+    proto = saved_model_lib.read_bpe_model(model)
     max_source_tokens = info["model"]["max_position"] - 1
     serving, nbest = loaded.signatures["serving_default"], loaded.signatures["translate_nbest"]
     return LoadedTranslator(_batch_fn(lambda text: serving(text=text),

@@ -18,6 +18,7 @@ server watching `saved_models/<name>/` never sees a half-written version.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import shutil
@@ -32,6 +33,7 @@ from transformer_tf.models.transformer import Transformer
 from transformer_tf.training import checkpoints, model_dir as model_dir_lib
 
 EXPORT_INFO = "transformer_tf.json"
+BPE_MODEL = "bpe.model"
 
 
 def pick_checkpoint(model_dir, checkpoint=None) -> str:
@@ -47,9 +49,12 @@ def pick_checkpoint(model_dir, checkpoint=None) -> str:
     return found[-1]
 
 
-def load_trained(model_dir, checkpoint=None):
-    """(model, tokenizer, run_config, checkpoint_path) of a training run's model directory."""
+def load_trained(model_dir, checkpoint=None, **decoding_overrides):
+    """(model, tokenizer, run_config, checkpoint_path) of a training run's model directory;
+    the run config's decoding settings with `decoding_overrides` (beam_size=, alpha=,
+    max_extra_length=; None = keep), checked before anything is loaded."""
     run = model_dir_lib.read_run_config(model_dir)
+    run = dataclasses.replace(run, decoding=run.decoding.with_overrides(**decoding_overrides))
     path = pick_checkpoint(model_dir, checkpoint)
     model = Transformer(run.model)
     model.build()
@@ -74,7 +79,7 @@ def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
     })
     extra = tmp / "assets.extra"
     extra.mkdir()
-    (extra / "bpe.model").write_bytes(translator.tokenizer.model_proto)
+    (extra / BPE_MODEL).write_bytes(translator.tokenizer.model_proto)
     description = {"model": translator.model.config.get_config(),
                    "decoding": translator.decoding.get_config(), "n_best": translator.n_best,
                    **(info or {})}
@@ -85,11 +90,13 @@ def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
     return out_dir
 
 
-def export_model_dir(model_dir, out_dir, checkpoint=None, decoding: DecodingConfig | None = None,
-                     overwrite: bool = False) -> pathlib.Path:
-    """Export a training run (averaged checkpoint if present) with its decoding settings."""
-    model, tokenizer, run, path = load_trained(model_dir, checkpoint)
-    translator = Translator(model, tokenizer, decoding or run.decoding)
+def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
+                     **decoding_overrides) -> pathlib.Path:
+    """Export a training run (averaged checkpoint if present) with its decoding settings,
+    where `decoding_overrides` (beam_size=, alpha=, max_extra_length=; None = keep) do
+    not replace them."""
+    model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
+    translator = Translator(model, tokenizer, run.decoding)
     return export_saved_model(translator, out_dir, overwrite,
                               info={"checkpoint": str(path), "preset": run.preset})
 
@@ -101,14 +108,17 @@ def read_export_info(saved_model_dir) -> dict:
     return json.loads(path.read_text())
 
 
+def read_bpe_model(saved_model_dir) -> bytes:
+    """The sentencepiece model proto exported with the SavedModel."""
+    return (pathlib.Path(saved_model_dir) / "assets.extra" / BPE_MODEL).read_bytes()
+
+
 def translator_from_saved_model(saved_model_dir, decoding: DecodingConfig) -> Translator:
     """A fresh Translator with other search settings, weights read from a SavedModel."""
     saved_model_dir = pathlib.Path(saved_model_dir)
     info = read_export_info(saved_model_dir)
     model = Transformer(ModelConfig.from_config(info["model"]))
     model.build()
-    tokenizer = BpeTokenizer((saved_model_dir / "assets.extra" / "bpe.model").read_bytes())
-    tf.train.Checkpoint(model=model).read(
-        str(saved_model_dir / "variables" / "variables")).expect_partial() \
-        .assert_existing_objects_matched()
+    tokenizer = BpeTokenizer(read_bpe_model(saved_model_dir))
+    checkpoints.load_weights(model, saved_model_dir / "variables" / "variables")
     return Translator(model, tokenizer, decoding)

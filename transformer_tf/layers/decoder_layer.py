@@ -16,7 +16,8 @@ class DecoderLayer(EncoderLayer):
       x: [batch, target_length, d_model] (target_length = 1 when decoding step by step).
       encoder_output: [batch, source_length, d_model]; unused when `cache` holds the
         encoder keys/values.
-      self_attention_mask: bool [batch, target_length, target_length or max_length].
+      self_attention_mask: bool, broadcastable to [batch, target_length, target_length or
+        max_length].
       cross_attention_mask: bool [batch, target_length, source_length].
       cache: None for a full (teacher-forced) pass, or a dict with "self_key",
         "self_value" ([batch, heads, max_length, d_k|d_v]) and "cross_key", "cross_value"

@@ -253,9 +253,8 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
         x = self.target_embedding(ids)
         x = x + self.target_positions(x, offset=step)
         max_length = tf.shape(cache["layers"][0]["self_key"])[2]
-        written = tf.range(max_length) <= step  # keys at positions 0..step exist
-        batch_size = tf.shape(ids)[0]
-        self_mask = tf.broadcast_to(written[None, None, :], [batch_size, 1, max_length])
+        # Keys at positions 0..step exist; (1, 1, max_length) broadcasts over the batch.
+        self_mask = (tf.range(max_length) <= step)[None, None, :]
         cross_mask = cache["source_valid"][:, None, :]
         new_layers = []
         for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
