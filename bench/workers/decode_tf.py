@@ -1,4 +1,4 @@
-"""Worker: our fixed-length decoding (transformer_tf greedy / beam search), one shape.
+"""Worker: our fixed-length decoding (transformer_tf greedy / beam search), per shape.
 
     python bench/workers/decode_tf.py --shapes base,multi30k --beams 1,4 --xla-modes off,on
         [--batch 32 --source-len 32 --output-len 32 --warmup 1 --repeats 3]

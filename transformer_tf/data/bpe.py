@@ -27,6 +27,7 @@ sentencepiece's own normaliser for it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import logging
 import random
@@ -95,11 +96,16 @@ def normalize_text(text: str, normalization: str = "identity") -> str:
     if normalization == "identity":
         return _SPACES.sub(" ", text).strip(" ")
     if normalization == "nmt_nfkc":
-        normalizer = spm.SentencePieceNormalizer(
-            rule_name="nmt_nfkc", add_dummy_prefix=False, escape_whitespaces=False,
-            remove_extra_whitespaces=True)
-        return normalizer.normalize(text)
+        return _nmt_nfkc_normalizer().normalize(text)
     raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
+
+
+@functools.lru_cache(maxsize=1)
+def _nmt_nfkc_normalizer():
+    # Built once: data preparation normalises every sentence of the corpus.
+    return spm.SentencePieceNormalizer(
+        rule_name="nmt_nfkc", add_dummy_prefix=False, escape_whitespaces=False,
+        remove_extra_whitespaces=True)
 
 
 def _sample(sentences: Iterable[str], limit: int, seed: int) -> list[str]:

@@ -142,10 +142,11 @@ def check_parallel_files(source_path: PathLike, target_path: PathLike) -> int:
 
 
 def sha256_of_files(paths) -> str:
-    """Hex SHA-256 of the concatenated (decompressed) contents of `paths`, in order.
+    """Hex SHA-256 over `paths`, in order, of each file's decompressed size and SHA-256
+    ("{size}:" then the 32-byte digest, per file).
 
-    Each file's bytes are preceded by their length, so moving bytes between files changes
-    the digest. Hashing decompressed bytes makes a .gz file and its plain copy agree.
+    Not the digest of the concatenation (`cat | sha256sum` gives another value); moving
+    bytes between files changes it, and a .gz file and its plain copy agree.
     """
     digest = hashlib.sha256()
     for path in paths:

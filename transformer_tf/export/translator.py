@@ -6,8 +6,8 @@ Robustness rules, for arbitrary input in a batch (no row can fail or poison the 
   * invalid UTF-8 bytes become U+FFFD before tokenization (see BpeTokenizer.tokenize);
     characters unknown to the vocabulary become byte pieces or UNK;
   * sources longer than the model's positions are TRUNCATED to max_position - 1 BPE
-    tokens (+ EOS); `translate_ids` reports which rows were cut and scripts/translate.py
-    warns about them on stderr.
+    tokens (+ EOS); scripts/translate.py (`batch_translate.translate_lines`) warns about
+    them on stderr with their line numbers.
 Outputs are limited to input length + max_extra_length tokens (paper: 50), and never
 beyond max_position. The search never emits PAD or BOS.
 """
@@ -139,8 +139,9 @@ class Translator(tf.Module):
         """Best translation per sentence.
 
         Returns:
-          {"translation": tf.string [N], "score": float32 [N]} (score: log-probability
-          divided by the GNMT length penalty; 0 for empty input).
+          {"translation": tf.string [N], "score": float32 [N]} (score: with beam search,
+          the log-probability divided by the GNMT length penalty; with beam_size 1
+          (greedy), the plain log-probability; 0 for empty input).
         """
         source_ids, _, empty = self.encode_text(text)
         result = self._search(source_ids, n_best=1)

@@ -34,7 +34,9 @@ class SharedEmbedding(keras.layers.Layer):
 
     def call(self, ids):
         """ids: int [batch, length] -> [batch, length, d_model] in the compute dtype."""
-        vectors = tf.gather(tf.cast(self.embeddings, self.compute_dtype), ids)
+        # Gather, then cast: casting the table first would convert all vocab_size rows
+        # at every call under mixed precision (at every decoding step).
+        vectors = tf.cast(tf.gather(self.embeddings, ids), self.compute_dtype)
         if self.scale:
             vectors *= tf.cast(self.d_model**0.5, self.compute_dtype)
         return vectors
