@@ -52,6 +52,15 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._window_start = time.perf_counter()
         self._window_first_step = _current_step(self.model)
 
+    def on_epoch_begin(self, epoch, logs=None):
+        # Keras resets the metrics when an "epoch" (eval_every steps) begins; the window
+        # restarts with them, so a write never divides part of a window's tokens by the
+        # whole window's time (after a resume, epochs need not end on a write step), and
+        # validation time is not counted as training time.
+        self._reset_pending = False
+        self._window_start = time.perf_counter()
+        self._window_first_step = _current_step(self.model)
+
     def on_train_batch_begin(self, batch, logs=None):
         if self._reset_pending:  # a new window begins
             self.model.reset_metrics()
