@@ -15,8 +15,9 @@ CHILD = textwrap.dedent(
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
-    from transformer_tf.data import (DropCounter, load_prepared, make_evaluation_dataset,
-                                     make_training_dataset)
+    from transformer_tf.data.pipeline import (DropCounter, make_evaluation_dataset,
+                                              make_training_dataset)
+    from transformer_tf.data.prepare import load_prepared
 
     prepared = load_prepared(sys.argv[1])
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

@@ -1,44 +1,28 @@
 """transformer_tf.data: corpora, shared BPE in the graph, tf.data length bucketing.
 
+This package imports nothing: import the module that defines what you need, so that the
+light modules (textio, corpora, bucketing, multi30k) stay usable without TensorFlow.
+
+Modules (those marked TF import TensorFlow):
+
+    textio          reading and checking line-aligned text files (UTF-8, line counts, gzip)
+    corpora         ParallelFiles / ParallelCorpus: file pairs per split
+    multi30k        the Multi30k corpus (local copy or checked download)
+    multi30k_tfds   TF  Multi30k as a TFDS builder; import it to register "multi30k"
+    wmt             TF  WMT14 from TensorFlow Datasets, written out as text files
+    bpe             TF  shared sentencepiece BPE: training, in-graph tokenizer
+    bucketing       bucket boundaries and per-bucket batch sizes for a token budget
+    prepare         TF  writing a prepared directory (prepare_corpus, prepare_dataset)
+    pipeline        TF  tf.data transforms and the two dataset entry points
+
 Typical use:
 
-    from transformer_tf import data
-    prepared = data.load_prepared("/path/to/prepared")        # scripts/prepare_data.py
-    train = data.make_training_dataset(prepared, "train", tokens_per_batch=4096,
-                                       max_length=128, seed=1, repeat=True)
-    valid = data.make_evaluation_dataset(prepared, "valid")
+    from transformer_tf.data.prepare import load_prepared
+    from transformer_tf.data.pipeline import make_evaluation_dataset, make_training_dataset
+
+    prepared = load_prepared("/path/to/prepared")        # scripts/prepare_data.py
+    train = make_training_dataset(prepared, "train", tokens_per_batch=4096,
+                                  max_length=128, seed=1, repeat=True)
+    valid = make_evaluation_dataset(prepared, "valid")
     ids = prepared.tokenizer.tokenize(tf.constant(["A dog runs."]))   # RaggedTensor int32
-
-Modules: textio (reading/checking files), corpora (file pairs per split), multi30k,
-multi30k_tfds (Multi30k as a TFDS builder; import it to register "multi30k"), wmt (TFDS), bpe (training + in-graph tokenizer), prepare (prepared directories), bucketing
-(bucket boundaries and batch sizes), pipeline (tf.data transforms and entry points).
 """
-from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, normalize_text, train_bpe
-from transformer_tf.data.bucketing import BucketSpec, bucket_batch_sizes, bucket_boundaries
-from transformer_tf.data.corpora import SPLITS, ParallelCorpus, ParallelFiles, text_file_corpus
-from transformer_tf.data.multi30k import multi30k_corpus
-from transformer_tf.data.pipeline import (
-    DropCounter,
-    add_special_tokens,
-    bucket_by_length,
-    filter_by_length,
-    make_evaluation_dataset,
-    make_training_dataset,
-    text_pairs,
-    to_model_inputs,
-    tokenize,
-    tokenize_and_filter,
-)
-from transformer_tf.data.prepare import PreparedData, load_prepared, prepare_corpus
-from transformer_tf.data.textio import CorpusError, InvalidUtf8Error, LineCountMismatchError
-from transformer_tf.data.wmt import tfds_pairs, wmt14_name, write_tfds_corpus
-
-__all__ = [
-    "BpeOptions", "BpeTokenizer", "BucketSpec", "CorpusError", "DropCounter",
-    "InvalidUtf8Error", "LineCountMismatchError", "ParallelCorpus", "ParallelFiles",
-    "PreparedData", "SPLITS", "add_special_tokens", "bucket_batch_sizes", "bucket_boundaries",
-    "bucket_by_length", "filter_by_length", "load_prepared", "make_evaluation_dataset",
-    "make_training_dataset", "multi30k_corpus", "normalize_text",
-    "prepare_corpus", "text_file_corpus", "text_pairs", "tfds_pairs", "to_model_inputs",
-    "tokenize", "tokenize_and_filter", "train_bpe", "wmt14_name", "write_tfds_corpus",
-]
