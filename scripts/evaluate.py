@@ -8,7 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_tf.evaluation import DEFAULT_LANG, EvaluationInputError, evaluate_files
+from transformer_tf.evaluation import (
+    DEFAULT_LANG,
+    EvaluationInputError,
+    LineCountMismatchError,
+    evaluate_files,
+)
 
 DESCRIPTION = """\
 Score a hypothesis file against one or more reference files (one segment per line, UTF-8,
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = evaluate_files(args.hyp, args.ref, lang=args.lang,
                                 compound_splitting=args.compound_splitting)
-    except EvaluationInputError as error:
+    except (EvaluationInputError, LineCountMismatchError) as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(report.to_json() if args.json else report.format_text())
     return 0

@@ -3,6 +3,7 @@ import gzip
 
 import pytest
 
+from transformer_tf.data import textio
 from transformer_tf.evaluation import (
     EvaluationInputError,
     LineCountMismatchError,
@@ -53,6 +54,10 @@ def test_line_counts_must_match(tmp_path):
         read_hypotheses_and_references(hyp, ref)
     assert f"hypothesis file {hyp} has 2 lines but reference file {ref} has 1 lines" \
         in str(info.value)
+    # One class for corpora and evaluation, with the corpus error's fields.
+    assert LineCountMismatchError is textio.LineCountMismatchError
+    assert (info.value.source_path, info.value.source_lines) == (str(hyp), 2)
+    assert (info.value.target_path, info.value.target_lines) == (str(ref), 1)
     ref.write_text("x\ny\n")
     assert read_hypotheses_and_references(hyp, [ref, ref]) == (["a", "b"], [["x", "y"]] * 2)
 

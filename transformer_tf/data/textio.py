@@ -29,18 +29,27 @@ class CorpusError(ValueError):
 
 
 class LineCountMismatchError(CorpusError):
-    """Source and target files of a parallel corpus have different numbers of lines."""
+    """Two texts aligned line by line hold different numbers of lines: the source and
+    target files of a parallel corpus, or translations and their references (the one
+    class for both; `transformer_tf.evaluation` raises it too).
 
-    def __init__(self, source_path, source_lines, target_path, target_lines):
-        self.source_path = str(source_path)
-        self.target_path = str(target_path)
+    Attributes:
+      source_path, target_path: the two files (str), or None for lines held in memory.
+      source_lines, target_lines: their numbers of lines.
+    """
+
+    def __init__(self, source_path, source_lines: int, target_path, target_lines: int,
+                 message: str | None = None):
+        """`message` replaces the default one, which names both files and both counts."""
+        self.source_path = None if source_path is None else str(source_path)
+        self.target_path = None if target_path is None else str(target_path)
         self.source_lines = source_lines
         self.target_lines = target_lines
-        super().__init__(
+        super().__init__(message or (
             f"parallel files differ in length: {self.source_path} has {source_lines} lines "
             f"but {self.target_path} has {target_lines} lines; line i of one must translate "
             "line i of the other"
-        )
+        ))
 
 
 class InvalidUtf8Error(CorpusError):

@@ -31,11 +31,8 @@ from typing import Any, Sequence
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 
-from transformer_tf.evaluation.textfiles import (
-    EvaluationInputError,
-    LineCountMismatchError,
-    read_hypotheses_and_references,
-)
+from transformer_tf.data.textio import LineCountMismatchError
+from transformer_tf.evaluation.textfiles import EvaluationInputError, read_hypotheses_and_references
 from transformer_tf.evaluation.tokenization import paper_tokenize
 
 __all__ = [
@@ -104,6 +101,7 @@ def _reference_streams(hypotheses: Sequence[str], references: References) -> lis
         if len(stream) != len(hypotheses):
             which = "references" if len(streams) == 1 else f"reference stream {k}"
             raise LineCountMismatchError(
+                None, len(hypotheses), None, len(stream),
                 f"{len(hypotheses)} hypotheses but {len(stream)} {which}; "
                 "each hypothesis needs exactly one reference per stream"
             )

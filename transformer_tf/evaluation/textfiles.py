@@ -5,13 +5,17 @@ hold 2 segments), a trailing "\\r" (Windows line ends) is dropped, and a UTF-8 b
 at the start is ignored. Only "\\n" separates lines (not the other Unicode line breaks that
 `str.splitlines` honours, which may occur inside a sentence). Files ending in ".gz" are
 decompressed. (The same reader as for corpora, `data.textio.iter_lines`.)
+
+Errors: `EvaluationInputError` for a file that cannot be read or scored;
+`LineCountMismatchError` (the corpus reader's class, `data.textio`, re-exported here) when
+hypotheses and references differ in length.
 """
 from __future__ import annotations
 
 import os
 from typing import Sequence
 
-from transformer_tf.data.textio import CorpusError, iter_lines
+from transformer_tf.data.textio import CorpusError, LineCountMismatchError, iter_lines
 
 __all__ = [
     "EvaluationInputError",
@@ -23,10 +27,6 @@ __all__ = [
 
 class EvaluationInputError(ValueError):
     """An input file cannot be scored; the message names the file (and line) at fault."""
-
-
-class LineCountMismatchError(EvaluationInputError):
-    """Hypothesis and reference files hold different numbers of lines."""
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
@@ -76,6 +76,7 @@ def read_hypotheses_and_references(
         references = read_lines(ref_path)
         if len(references) != len(hypotheses):
             raise LineCountMismatchError(
+                hyp_path, len(hypotheses), ref_path, len(references),
                 f"line counts differ: hypothesis file {os.fspath(hyp_path)} has "
                 f"{len(hypotheses)} lines but reference file {os.fspath(ref_path)} has "
                 f"{len(references)} lines; each hypothesis line must translate the same "
