@@ -32,6 +32,7 @@ import tensorflow as tf  # noqa: E402
 from transformer_tf.config import PAD_ID  # noqa: E402
 from transformer_tf.data import bpe, multi30k, pipeline, prepare  # noqa: E402
 from transformer_tf.data.bucketing import BucketSpec  # noqa: E402
+from transformer_tf.data.prepared import load_prepared  # noqa: E402
 
 
 def _epoch_stats(dataset) -> dict:
@@ -102,7 +103,7 @@ def run(
                                               max_length=max_length)
             result["prepare_seconds"] = round(time.perf_counter() - start, 3)
         else:
-            prepared = prepare.load_prepared(prepared_dir)
+            prepared = load_prepared(prepared_dir)
         result["vocab_size"] = prepared.vocab_size
         result["train_pairs"] = prepared.num_examples("train")
 

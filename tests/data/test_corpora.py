@@ -7,7 +7,8 @@ import tensorflow_datasets as tfds
 from transformer_tf.data import multi30k, pipeline
 from transformer_tf.data.bpe import BpeOptions
 from transformer_tf.data.corpora import ParallelCorpus, ParallelFiles, text_file_corpus
-from transformer_tf.data.prepare import load_prepared, prepare_dataset
+from transformer_tf.data.prepare import prepare_dataset
+from transformer_tf.data.prepared import load_prepared
 from transformer_tf.data.textio import CorpusError
 from transformer_tf.data.wmt import tfds_pairs, wmt14_name, write_tfds_corpus
 

@@ -17,7 +17,7 @@ CHILD = textwrap.dedent(
     import keras
     from transformer_tf.data.pipeline import (DropCounter, make_evaluation_dataset,
                                               make_training_dataset)
-    from transformer_tf.data.prepare import load_prepared
+    from transformer_tf.data.prepared import load_prepared
 
     prepared = load_prepared(sys.argv[1])
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

@@ -10,7 +10,8 @@ from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data import bpe
 from transformer_tf.data.bpe import BpeOptions
 from transformer_tf.data.corpora import text_file_corpus
-from transformer_tf.data.prepare import load_prepared, prepare_corpus
+from transformer_tf.data.prepare import prepare_corpus
+from transformer_tf.data.prepared import load_prepared
 from transformer_tf.data.textio import CorpusError, InvalidUtf8Error, LineCountMismatchError, iter_lines
 
 REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]

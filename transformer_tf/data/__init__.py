@@ -12,12 +12,13 @@ Modules (those marked TF import TensorFlow):
     wmt             TF  WMT14 from TensorFlow Datasets, written out as text files
     bpe             TF  shared sentencepiece BPE: training, in-graph tokenizer
     bucketing       bucket boundaries and per-bucket batch sizes for a token budget
+    prepared        TF  the prepared directory on disk: format, PreparedData, load_prepared
     prepare         TF  writing a prepared directory (prepare_corpus, prepare_dataset)
     pipeline        TF  tf.data transforms and the two dataset entry points
 
 Typical use:
 
-    from transformer_tf.data.prepare import load_prepared
+    from transformer_tf.data.prepared import load_prepared
     from transformer_tf.data.pipeline import make_evaluation_dataset, make_training_dataset
 
     prepared = load_prepared("/path/to/prepared")        # scripts/prepare_data.py

@@ -12,47 +12,28 @@
 5. copies valid and test unchanged (nothing is dropped from evaluation data);
 6. writes `prepared.json`. The numbers dropped are logged and recorded there.
 
-Layout of a prepared directory (all paths in the JSON are relative to it):
-
-    prepared.json
-    bpe.model, bpe.vocab         shared sentencepiece BPE model (+ readable vocabulary)
-    train.<src>, train.<tgt>     plain UTF-8, one sentence per line
-    valid.<src>, valid.<tgt>     (if the corpus has them)
-    test.<src>,  test.<tgt>
-
-`prepared.json`:
-
-    {
-      "format_version": 1,
-      "dataset": "multi30k",
-      "source_language": "en", "target_language": "de",
-      "vocab_size": 8000,
-      "special_ids": {"pad": 0, "unk": 1, "bos": 2, "eos": 3},
-      "bpe": {"model": "bpe.model", "vocab": "bpe.vocab", "model_type": "bpe",
-              "normalization": "identity", "remove_extra_whitespaces": true,
-              "byte_fallback": true, "character_coverage": 0.9999,
-              "max_training_sentences": 2000000, "seed": 1234, "sha256": "..."},
-      "splits": {"train": {"source": "train.en", "target": "train.de", "examples": 29000,
-                           "sha256": "..."}, "valid": {...}, "test": {...}},
-      "filtering": {"max_length": 256, "dropped_empty": 0, "dropped_too_long": 0},
-      "corpus_sha256": "...",            # of the input files (decompressed), in split order
-      "inputs": {"train": {"source": "/abs/train.en.gz", "target": "..."}, ...}
-    }
+The directory's layout and `prepared.json` are described (and read) in
+`transformer_tf.data.prepared`.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
-from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import SPLITS, ParallelCorpus, ParallelFiles
+from transformer_tf.data.prepared import (
+    BPE_FILE,
+    FORMAT_VERSION,
+    METADATA_FILE,
+    SPECIAL_IDS,
+    PreparedData,
+    load_prepared,
+)
 from transformer_tf.data.textio import (
     CorpusError,
     iter_lines,
@@ -62,52 +43,6 @@ from transformer_tf.data.textio import (
 )
 
 logger = logging.getLogger(__name__)
-
-FORMAT_VERSION = 1
-METADATA_FILE = "prepared.json"
-BPE_FILE = "bpe.model"
-
-
-@dataclasses.dataclass(frozen=True)
-class PreparedData:
-    """A prepared data directory, as `load_prepared` reads it.
-
-    Attributes:
-      directory: the directory.
-      source_language, target_language: language codes.
-      vocab_size: size of the shared BPE vocabulary (ids 0..vocab_size-1).
-      splits: split name -> ParallelFiles (absolute paths of plain-text files).
-      metadata: the whole `prepared.json` as a dict.
-    """
-
-    directory: Path
-    source_language: str
-    target_language: str
-    vocab_size: int
-    splits: dict[str, ParallelFiles]
-    metadata: dict[str, Any]
-
-    @property
-    def bpe_model_path(self) -> Path:
-        return self.directory / self.metadata["bpe"]["model"]
-
-    @functools.cached_property
-    def tokenizer(self) -> bpe_lib.BpeTokenizer:
-        """The shared in-graph BpeTokenizer (built on first use)."""
-        return bpe_lib.BpeTokenizer.from_file(self.bpe_model_path)
-
-    @property
-    def normalization(self) -> str:
-        return self.metadata["bpe"]["normalization"]
-
-    def files(self, split: str) -> ParallelFiles:
-        """The (source, target) files of `split`; KeyError names the available splits."""
-        if split not in self.splits:
-            raise KeyError(f"{self.directory} has no split {split!r}; it has {sorted(self.splits)}")
-        return self.splits[split]
-
-    def num_examples(self, split: str) -> int:
-        return int(self.metadata["splits"][split]["examples"])
 
 
 def _write_pairs(pairs, files: ParallelFiles) -> int:
@@ -232,7 +167,7 @@ def prepare_corpus(
         "source_language": src,
         "target_language": tgt,
         "vocab_size": int(processor.get_piece_size()),
-        "special_ids": {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID},
+        "special_ids": dict(SPECIAL_IDS),
         "bpe": {
             "model": model_path.name,
             "vocab": model_path.with_suffix(".vocab").name,
@@ -326,44 +261,3 @@ def prepare_dataset(
             for path in staging.glob("*"):
                 path.unlink()
             staging.rmdir()
-
-
-def load_prepared(directory) -> PreparedData:
-    """Reads a directory written by `prepare_corpus` (or `scripts/prepare_data.py`).
-
-    Raises:
-      CorpusError: no `prepared.json`, an unsupported format version, or missing files.
-    """
-    directory = Path(directory).resolve()
-    path = directory / METADATA_FILE
-    if not path.is_file():
-        raise CorpusError(
-            f"{directory} is not a prepared data directory (no {METADATA_FILE}); "
-            "create one with scripts/prepare_data.py"
-        )
-    metadata = json.loads(path.read_text())
-    if metadata.get("format_version") != FORMAT_VERSION:
-        raise CorpusError(
-            f"{path}: format_version {metadata.get('format_version')!r} is not supported "
-            f"(expected {FORMAT_VERSION}); prepare the data again"
-        )
-    expected_ids = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
-    if metadata["special_ids"] != expected_ids:
-        raise CorpusError(f"{path}: special ids {metadata['special_ids']} != {expected_ids}")
-    splits = {
-        split: ParallelFiles(directory / entry["source"], directory / entry["target"])
-        for split, entry in metadata["splits"].items()
-    }
-    missing = [str(p) for files in splits.values() for p in files if not p.is_file()]
-    if not (directory / metadata["bpe"]["model"]).is_file():
-        missing.append(str(directory / metadata["bpe"]["model"]))
-    if missing:
-        raise CorpusError(f"prepared data {directory} is missing files: {missing}")
-    return PreparedData(
-        directory=directory,
-        source_language=metadata["source_language"],
-        target_language=metadata["target_language"],
-        vocab_size=int(metadata["vocab_size"]),
-        splits=splits,
-        metadata=metadata,
-    )
