@@ -12,6 +12,7 @@ Modules (those marked TF import TensorFlow):
     wmt             TF  WMT14 from TensorFlow Datasets, written out as text files
     bpe             TF  shared sentencepiece BPE: training, in-graph tokenizer
     bucketing       bucket boundaries and per-bucket batch sizes for a token budget
+    length_filter   when a training pair is empty or too long (preparation and tf.data)
     prepared        TF  the prepared directory on disk: format, PreparedData, load_prepared
     prepare         TF  writing a prepared directory (prepare_corpus, prepare_dataset)
     pipeline        TF  tf.data transforms and the two dataset entry points

@@ -51,6 +51,7 @@ import tensorflow as tf
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
 from transformer_tf.data.bucketing import BucketSpec, bucket_boundaries
 from transformer_tf.data.corpora import ParallelFiles
+from transformer_tf.data.length_filter import SPECIAL_TOKENS_PER_SIDE, drop_reasons
 from transformer_tf.data.textio import is_gzip_path
 
 logger = logging.getLogger(__name__)
@@ -149,27 +150,17 @@ class DropCounter(tf.Module):
         return counts
 
 
-def _drop_reasons(source_length, target_length, max_length, max_target_length):
-    """(empty, too_long) booleans for pairs of these lengths (EOS/BOS included): a side
-    holding only its special token is empty; a side over its limit is too long."""
-    empty = (source_length <= 1) | (target_length <= 1)
-    too_long = ~empty & ((source_length > max_length) | (target_length > max_target_length))
-    return empty, too_long
-
-
 def filter_by_length(max_length: int, max_target_length: int | None = None,
                      counter: DropCounter | None = None) -> Transform:
     """Drops pairs with an empty side or a side longer than the limit (specials counted).
 
-    Expects the output of `add_special_tokens`: a side is empty when it holds only its
-    EOS; source is too long when len(source) > max_length, target when len(labels) >
-    max_target_length (default max_length). With a `counter`, drops are counted.
+    Expects the output of `add_special_tokens`; the rule is `length_filter.drop_reasons`
+    on len(source) and len(labels). With a `counter`, drops are counted.
     """
-    max_target_length = max_target_length or max_length
 
     def keep(example):
-        empty, too_long = _drop_reasons(tf.size(example["source"]), tf.size(example["labels"]),
-                                        max_length, max_target_length)
+        empty, too_long = drop_reasons(tf.size(example["source"]), tf.size(example["labels"]),
+                                       max_length, max_target_length)
         kept = ~(empty | too_long)
         if counter is None:
             return kept
@@ -191,14 +182,13 @@ def tokenize_and_filter(tokenizer, max_length: int, max_target_length: int | Non
     specials and drops `batch_size` pairs at a time before unbatching, which is about
     twice as fast as per-element maps and filters.
     """
-    max_target_length = max_target_length or max_length
 
     def process(batch):
         source = tokenizer.tokenize(batch["source"])
         target = tokenizer.tokenize(batch["target"])
-        empty, too_long = _drop_reasons(source.row_lengths() + 1,  # + EOS
-                                        target.row_lengths() + 1,  # + BOS / EOS
-                                        max_length, max_target_length)
+        empty, too_long = drop_reasons(source.row_lengths() + SPECIAL_TOKENS_PER_SIDE,
+                                       target.row_lengths() + SPECIAL_TOKENS_PER_SIDE,
+                                       max_length, max_target_length)
         keep = ~(empty | too_long)
         updates = []
         if counter is not None:
@@ -420,8 +410,9 @@ def count_over_length(tokenizer, texts, max_length: int, batch_size: int = 4096)
     """How many of `texts` (str/bytes) exceed max_length tokens once EOS/BOS is added."""
     over = 0
     for start in range(0, len(texts), batch_size):
-        lengths = tokenizer.tokenize(tf.constant(texts[start:start + batch_size])).row_lengths()
-        over += int(tf.reduce_sum(tf.cast(lengths + 1 > max_length, tf.int32)))
+        pieces = tokenizer.tokenize(tf.constant(texts[start:start + batch_size]))
+        lengths = pieces.row_lengths() + SPECIAL_TOKENS_PER_SIDE
+        over += int(tf.reduce_sum(tf.cast(lengths > max_length, tf.int32)))
     return over
 
 

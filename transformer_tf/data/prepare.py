@@ -7,8 +7,8 @@
 2. copies the training pairs as plain text, dropping pairs with an empty side (empty
    after `normalize_text`, i.e. nothing to tokenize);
 3. trains the shared BPE model on both sides of the kept training text;
-4. if `max_length` is given, drops training pairs whose source or target exceeds it
-   (BPE tokens + 1 for EOS / BOS, the lengths the model sees);
+4. if `max_length` is given, drops the training pairs the tf.data pipeline would drop
+   (`length_filter.drop_reasons`: a side over max_length tokens, EOS / BOS counted);
 5. copies valid and test unchanged (nothing is dropped from evaluation data);
 6. writes `prepared.json`. The numbers dropped are logged and recorded there.
 
@@ -24,8 +24,11 @@ import logging
 import os
 from pathlib import Path
 
+import numpy as np
+
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import SPLITS, ParallelCorpus, ParallelFiles
+from transformer_tf.data.length_filter import SPECIAL_TOKENS_PER_SIDE, drop_reasons
 from transformer_tf.data.prepared import (
     BPE_FILE,
     FORMAT_VERSION,
@@ -56,8 +59,13 @@ def _write_pairs(pairs, files: ParallelFiles) -> int:
     return count
 
 
-def _too_long_filter(processor, max_length: int, counter: dict, chunk: int = 8192):
-    """Generator transform dropping pairs whose BPE length + 1 exceeds max_length."""
+def _length_filter(processor, max_length: int, dropped: dict, chunk: int = 8192):
+    """Generator transform dropping the (source, target) pairs that
+    `length_filter.drop_reasons` rejects, by their sentencepiece ids; adds the numbers
+    dropped to dropped["empty"] and dropped["too_long"]. Encodes `chunk` pairs at a time."""
+
+    def lengths(ids) -> np.ndarray:  # int [chunk], the special token counted
+        return np.array([len(x) for x in ids], np.int64) + SPECIAL_TOKENS_PER_SIDE
 
     def apply(pairs):
         pairs = iter(pairs)
@@ -67,11 +75,10 @@ def _too_long_filter(processor, max_length: int, counter: dict, chunk: int = 819
                 return
             sources = processor.encode([s for s, _ in block], num_threads=os.cpu_count() or 1)
             targets = processor.encode([t for _, t in block], num_threads=os.cpu_count() or 1)
-            for pair, source_ids, target_ids in zip(block, sources, targets):
-                if len(source_ids) + 1 > max_length or len(target_ids) + 1 > max_length:
-                    counter["too_long"] += 1
-                else:
-                    yield pair
+            empty, too_long = drop_reasons(lengths(sources), lengths(targets), max_length)
+            dropped["empty"] += int(empty.sum())
+            dropped["too_long"] += int(too_long.sum())
+            yield from itertools.compress(block, ~(empty | too_long))
 
     return apply
 
@@ -140,7 +147,7 @@ def prepare_corpus(
     # 3. Length filter.
     pairs = iter_parallel_lines(*staged)
     if max_length is not None:
-        pairs = _too_long_filter(processor, max_length, dropped)(pairs)
+        pairs = _length_filter(processor, max_length, dropped)(pairs)
     kept = _write_pairs(pairs, out["train"])
     for path in staged:
         path.unlink()
