@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Input-pipeline benchmark: throughput and padding efficiency on Multi30k.
 
-Measures the training pipeline of `transformer_tf.data.make_training_dataset`
+Measures the training pipeline of `transformer_tf.data.datasets.make_training_dataset`
 (read text -> shuffle -> tokenize in the graph -> filter -> bucket by length -> pad ->
 prefetch) over whole epochs of Multi30k train:
 
@@ -30,8 +30,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from transformer_tf.config import PAD_ID  # noqa: E402
-from transformer_tf.data import bpe, multi30k, pipeline, prepare  # noqa: E402
+from transformer_tf.data import bpe, multi30k, prepare  # noqa: E402
 from transformer_tf.data.bucketing import BucketSpec  # noqa: E402
+from transformer_tf.data.datasets import make_training_dataset  # noqa: E402
 from transformer_tf.data.prepared import load_prepared  # noqa: E402
 
 
@@ -108,7 +109,7 @@ def run(
         result["train_pairs"] = prepared.num_examples("train")
 
         def dataset(return_dict):
-            return pipeline.make_training_dataset(
+            return make_training_dataset(
                 prepared, "train", tokens_per_batch=tokens_per_batch, max_length=max_length,
                 seed=seed, bucket_growth=bucket_growth, return_dict=return_dict)
 

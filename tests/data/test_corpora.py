@@ -4,9 +4,10 @@ import shutil
 import pytest
 import tensorflow_datasets as tfds
 
-from transformer_tf.data import multi30k, pipeline
+from transformer_tf.data import multi30k
 from transformer_tf.data.bpe import BpeOptions
 from transformer_tf.data.corpora import ParallelCorpus, ParallelFiles, text_file_corpus
+from transformer_tf.data.datasets import make_training_dataset
 from transformer_tf.data.prepare import prepare_dataset
 from transformer_tf.data.prepared import load_prepared
 from transformer_tf.data.textio import CorpusError
@@ -99,8 +100,8 @@ def test_tfds_wmt14_end_to_end_on_mock_data(tmp_path):
     # The en side of the prepared text is what TFDS gave for "en".
     first_en = prepared.files("train").source.read_text(encoding="utf-8").splitlines()[0]
     assert first_en == pairs[0][0].decode().replace("\n", " ")
-    batches = list(pipeline.make_training_dataset(prepared, tokens_per_batch=256, max_length=64,
-                                                  seed=0).as_numpy_iterator())
+    batches = list(make_training_dataset(prepared, tokens_per_batch=256, max_length=64,
+                                         seed=0).as_numpy_iterator())
     assert sum(labels.shape[0] for _, labels in batches) == 24
     for (source, target_input), labels in batches:
         assert source.size <= 256 and labels.size <= 256 and target_input.shape == labels.shape

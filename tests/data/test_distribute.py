@@ -15,9 +15,9 @@ CHILD = textwrap.dedent(
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
-    from transformer_tf.data.pipeline import (DropCounter, make_evaluation_dataset,
-                                              make_training_dataset)
+    from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
     from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.transforms import DropCounter
 
     prepared = load_prepared(sys.argv[1])
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

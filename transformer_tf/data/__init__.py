@@ -15,12 +15,13 @@ Modules (those marked TF import TensorFlow):
     length_filter   when a training pair is empty or too long (preparation and tf.data)
     prepared        TF  the prepared directory on disk: format, PreparedData, load_prepared
     prepare         TF  writing a prepared directory (prepare_corpus, prepare_dataset)
-    pipeline        TF  tf.data transforms and the two dataset entry points
+    transforms      TF  `dataset -> dataset` transforms for `dataset.apply`
+    datasets        TF  the entry points make_training_dataset, make_evaluation_dataset
 
 Typical use:
 
     from transformer_tf.data.prepared import load_prepared
-    from transformer_tf.data.pipeline import make_evaluation_dataset, make_training_dataset
+    from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
 
     prepared = load_prepared("/path/to/prepared")        # scripts/prepare_data.py
     train = make_training_dataset(prepared, "train", tokens_per_batch=4096,

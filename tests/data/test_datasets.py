@@ -1,4 +1,5 @@
-"""tf.data pipeline: token budgets, every kept pair exactly once, conventions, evaluation order."""
+"""The dataset entry points: token budgets, every kept pair exactly once, conventions,
+evaluation order."""
 import logging
 
 import numpy as np
@@ -6,9 +7,11 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
-from transformer_tf.data import bpe, pipeline
-from transformer_tf.data.bucketing import BucketSpec
+from transformer_tf.data import bpe
+from transformer_tf.data.bucketing import BucketSpec, bucket_boundaries
+from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
 from transformer_tf.data.textio import LineCountMismatchError, iter_lines
+from transformer_tf.data.transforms import DropCounter
 
 BUDGET = 512
 MAX_LENGTH = 24
@@ -35,8 +38,8 @@ def expected_kept(train_ids, max_length):
 
 
 def test_every_kept_pair_once_and_no_batch_over_budget(small_prepared, train_ids):
-    counter = pipeline.DropCounter()
-    dataset = pipeline.make_training_dataset(
+    counter = DropCounter()
+    dataset = make_training_dataset(
         small_prepared, "train", tokens_per_batch=BUDGET, max_length=MAX_LENGTH, seed=3,
         drop_counter=counter, return_dict=True)
     spec = BucketSpec.create(BUDGET, MAX_LENGTH)
@@ -68,8 +71,8 @@ def test_every_kept_pair_once_and_no_batch_over_budget(small_prepared, train_ids
 
 
 def test_model_inputs_structure(small_prepared):
-    dataset = pipeline.make_training_dataset(small_prepared, tokens_per_batch=BUDGET,
-                                             max_length=MAX_LENGTH, seed=1)
+    dataset = make_training_dataset(small_prepared, tokens_per_batch=BUDGET,
+                                    max_length=MAX_LENGTH, seed=1)
     (source_spec, target_spec), label_spec = dataset.element_spec
     for spec in (source_spec, target_spec, label_spec):
         assert spec.dtype == tf.int32 and spec.shape.as_list() == [None, None]
@@ -89,23 +92,23 @@ def _ids_of_first_batches(dataset, n=5):
 
 def test_shuffle_is_seeded(small_prepared):
     def make(seed):
-        return pipeline.make_training_dataset(small_prepared, tokens_per_batch=BUDGET,
-                                              max_length=MAX_LENGTH, seed=seed, return_dict=True,
-                                              shuffle_buffer=1000)
+        return make_training_dataset(small_prepared, tokens_per_batch=BUDGET,
+                                     max_length=MAX_LENGTH, seed=seed, return_dict=True,
+                                     shuffle_buffer=1000)
 
     first = _ids_of_first_batches(make(11))
     assert first == _ids_of_first_batches(make(11))
     assert first != _ids_of_first_batches(make(12))
-    unshuffled = pipeline.make_training_dataset(small_prepared, tokens_per_batch=BUDGET,
-                                                max_length=MAX_LENGTH, shuffle=False,
-                                                return_dict=True)
+    unshuffled = make_training_dataset(small_prepared, tokens_per_batch=BUDGET,
+                                       max_length=MAX_LENGTH, shuffle=False,
+                                       return_dict=True)
     for ids in _ids_of_first_batches(unshuffled, 3):
         assert ids == sorted(ids)  # file order within each bucket
 
 
 def test_repeat_gives_full_batches_divisible_by_replicas(small_prepared):
     replicas = 4
-    dataset = pipeline.make_training_dataset(
+    dataset = make_training_dataset(
         small_prepared, tokens_per_batch=4 * BUDGET, max_length=MAX_LENGTH, seed=5, repeat=True,
         num_replicas=replicas, return_dict=True)
     spec = BucketSpec.create(4 * BUDGET, MAX_LENGTH, num_replicas=replicas)
@@ -121,7 +124,7 @@ def test_repeat_gives_full_batches_divisible_by_replicas(small_prepared):
 def test_per_replica_budget_with_input_context(small_prepared):
     context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1,
                                          num_replicas_in_sync=4)
-    dataset = pipeline.make_training_dataset(
+    dataset = make_training_dataset(
         small_prepared, tokens_per_batch=4 * 256, max_length=MAX_LENGTH, seed=5,
         input_context=context, return_dict=True)
     ids = []
@@ -136,8 +139,8 @@ def test_files_input_drops_and_counts_empty_and_over_long_pairs(tmp_path, small_
     target = ["Ein Hund.", "Leer.", "", "Auch leer", "Ein Wort.", "Ein Vogel."]
     (tmp_path / "s.en").write_text("\n".join(source) + "\n")
     (tmp_path / "t.de").write_text("\n".join(target) + "\n")
-    counter = pipeline.DropCounter()
-    dataset = pipeline.make_training_dataset(
+    counter = DropCounter()
+    dataset = make_training_dataset(
         (tmp_path / "s.en", tmp_path / "t.de"), tokenizer=small_tokenizer,
         tokens_per_batch=256, max_length=16, shuffle=False, drop_counter=counter,
         return_dict=True)
@@ -151,13 +154,13 @@ def test_mismatched_files_fail_before_any_batch(tmp_path, small_tokenizer):
     (tmp_path / "s.en").write_text("a\nb\nc\n")
     (tmp_path / "t.de").write_text("a\nb\n")
     with pytest.raises(LineCountMismatchError, match="3 lines.*2 lines"):
-        pipeline.make_training_dataset((tmp_path / "s.en", tmp_path / "t.de"),
-                                       tokenizer=small_tokenizer)
+        make_training_dataset((tmp_path / "s.en", tmp_path / "t.de"),
+                              tokenizer=small_tokenizer)
 
 
 def test_file_input_needs_a_tokenizer(tmp_path):
     with pytest.raises(ValueError, match="tokenizer"):
-        pipeline.make_training_dataset((tmp_path / "s.en", tmp_path / "t.de"))
+        make_training_dataset((tmp_path / "s.en", tmp_path / "t.de"))
 
 
 def test_evaluation_dataset_keeps_order_and_truncates(small_prepared, caplog):
@@ -166,13 +169,13 @@ def test_evaluation_dataset_keeps_order_and_truncates(small_prepared, caplog):
     sources = processor.encode(list(iter_lines(files.source)))
     targets = processor.encode(list(iter_lines(files.target)))
     max_length = 16
-    with caplog.at_level(logging.WARNING, logger="transformer_tf.data.pipeline"):
-        dataset = pipeline.make_evaluation_dataset(small_prepared, "valid", batch_size=32,
-                                                   max_length=max_length, return_dict=True)
+    with caplog.at_level(logging.WARNING, logger="transformer_tf.data.datasets"):
+        dataset = make_evaluation_dataset(small_prepared, "valid", batch_size=32,
+                                          max_length=max_length, return_dict=True)
     over = sum(len(s) + 1 > max_length for s in sources)
     assert over > 0 and f"{over} source sentences" in caplog.text
     position = 0
-    boundaries = pipeline.bucket_boundaries(max_length)
+    boundaries = bucket_boundaries(max_length)
     for batch in dataset.as_numpy_iterator():
         assert batch["source"].shape[1] in boundaries and batch["labels"].shape[1] in boundaries
         for row, example_id in enumerate(batch["id"]):
@@ -187,30 +190,5 @@ def test_evaluation_dataset_keeps_order_and_truncates(small_prepared, caplog):
     assert position == small_prepared.num_examples("valid") == 300
 
     (source, target_input), labels = next(iter(
-        pipeline.make_evaluation_dataset(small_prepared, "valid", batch_size=8)))
+        make_evaluation_dataset(small_prepared, "valid", batch_size=8)))
     assert source.shape[0] == 8 and target_input.shape == labels.shape
-
-
-def test_transforms_compose_with_apply(small_tokenizer):
-    dataset = tf.data.Dataset.from_tensor_slices(
-        {"id": tf.range(3, dtype=tf.int64),
-         "source": ["A dog.", "A cat sat.", ""], "target": ["Ein Hund.", "Eine Katze.", "x"]})
-    spec = BucketSpec.create(64, 16, min_length=4, growth=2.0)
-    batches = list(dataset
-                   .apply(pipeline.tokenize(small_tokenizer, batch_size=2))
-                   .apply(pipeline.add_special_tokens())
-                   .apply(pipeline.filter_by_length(16))
-                   .apply(pipeline.bucket_by_length(spec))
-                   .apply(pipeline.to_model_inputs())
-                   .as_numpy_iterator())
-    assert sum(labels.shape[0] for _, labels in batches) == 2  # the empty source is dropped
-
-
-def test_bucketing_rejects_unfiltered_long_pairs(small_tokenizer):
-    dataset = tf.data.Dataset.from_tensors({"source": ["word " * 50], "target": ["x"]}).unbatch()
-    spec = BucketSpec.create(256, 16)
-    dataset = (dataset.apply(pipeline.tokenize(small_tokenizer))
-               .apply(pipeline.add_special_tokens())
-               .apply(pipeline.bucket_by_length(spec)))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="filter_by_length"):
-        list(dataset)
