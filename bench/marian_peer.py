@@ -13,7 +13,11 @@ a made-up vocabulary (`"<unk>", "<s>", "</s>", "t4", ...`) in place of a tokeniz
 """
 from __future__ import annotations
 
+import os
+import tempfile
+
 import common
+from transformers import MarianConfig, MarianMTModel
 
 EOS_TOKEN, UNK_TOKEN, PAD_TOKEN = "</s>", "<unk>", "<pad>"
 
@@ -26,8 +30,6 @@ def vocabulary(shape: common.Shape) -> list[str]:
 
 
 def marian_config(shape: common.Shape):
-    from transformers import MarianConfig
-
     pad = shape.vocab_size  # Marian's pad (= decoder start) is the extra last id
     return MarianConfig(
         vocab_size=shape.vocab_size + 1, decoder_vocab_size=shape.vocab_size + 1,
@@ -42,8 +44,6 @@ def marian_config(shape: common.Shape):
 
 
 def build_marian(torch, shape: common.Shape, seed: int = 0):
-    from transformers import MarianMTModel
-
     torch.manual_seed(seed)
     model = MarianMTModel(marian_config(shape))
     model.eval()
@@ -63,9 +63,7 @@ class _MadeUpTokenizer:
 
 def convert_to_ctranslate2(model, shape: common.Shape, out_dir: str) -> str:
     """Converts the in-memory Marian `model` to a CTranslate2 model directory (float32)."""
-    import os
-    import tempfile
-
+    # Imported on use: only the ctranslate2 peer needs CTranslate2; the hf peer runs without.
     from ctranslate2.converters import TransformersConverter
 
     tokens = vocabulary(shape)

@@ -9,6 +9,8 @@ import argparse
 import logging
 import sys
 
+from transformer_tf.data.textio import CorpusError
+
 DESCRIPTION = """\
 Check a parallel corpus (equal line counts, valid UTF-8), copy it into OUT as plain text,
 train one shared sentencepiece BPE model on the training text of both languages (ids
@@ -86,9 +88,10 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    # Imported after argument parsing: they load TensorFlow, which --help and argument
+    # errors need not wait for.
     from transformer_tf.data.bpe import BpeOptions
     from transformer_tf.data.prepare import prepare_dataset
-    from transformer_tf.data.textio import CorpusError
 
     files = {
         split: (getattr(args, f"{split}_src"), getattr(args, f"{split}_tgt"))

@@ -40,6 +40,8 @@ def main(argv=None):
     b, length = args.batch, args.output_len
     report = {"benchmark": "decode", "engine": args.engine,
               "load_average_start": common.load_average(), "runs": []}
+    # Engine imports here, after argument parsing: --help and bad arguments do not load
+    # torch / transformers, and the load average above is sampled before they load.
     import numpy as np
     import torch
     import transformers
@@ -49,7 +51,7 @@ def main(argv=None):
     torch.set_num_threads(common.THREADS)
     report["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
     if args.engine == "ctranslate2":
-        import ctranslate2
+        import ctranslate2  # only this engine needs it (the hf peer runs without)
 
         report["versions"]["ctranslate2"] = ctranslate2.__version__
         report["threads"] = {"intra_threads": common.THREADS, "inter_threads": 1}

@@ -41,6 +41,8 @@ def main(argv=None):
     result = {"benchmark": "matmul_peak", "size": n, "dtype": "float32",
               "threads": common.THREADS, "load_average_start": common.load_average()}
     engines = args.engines.split(",")
+    # Imported here, after argument parsing and the load sample; tf and torch only when
+    # measured (--engines), and torch may be missing.
     import numpy as np
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)

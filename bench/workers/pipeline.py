@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
+from transformer_tf.config import get_preset  # noqa: E402
 
 common.set_thread_env()
 
@@ -29,12 +30,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     os.environ.setdefault("TRANSFORMER_TF_DATA", str(common.ROOT.parent / "shared" / "data"))
     load_start = common.load_average()
+    # TF is imported after the load sample, and the library (input_pipeline) only once TF's
+    # thread pools are configured: they are fixed when TF's runtime starts.
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(common.THREADS)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    from transformer_tf.config import get_preset
-
     import input_pipeline
 
     preset = get_preset("multi30k")

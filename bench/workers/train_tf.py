@@ -18,13 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
+from transformer_tf.config import PRESET_NAMES, ModelConfig, get_preset  # noqa: E402
 
 common.set_thread_env()
 
 
 def model_config_for(shape: common.Shape):
-    from transformer_tf.config import PRESET_NAMES, ModelConfig, get_preset
-
     if shape.name in PRESET_NAMES and shape.name != "tiny":
         config = get_preset(shape.name).model
     else:
@@ -56,6 +55,8 @@ def main(argv=None):
               "xla": args.xla, "batch": args.batch, "source_len": args.source_len,
               "target_len": args.target_len, "load_average_start": common.load_average()}
 
+    # TF is imported after argument parsing and the load sample, and Keras and the library
+    # only once TF's thread pools are configured: they are fixed when TF's runtime starts.
     import numpy as np
     import tensorflow as tf
 
@@ -63,7 +64,6 @@ def main(argv=None):
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op)
     import keras
 
-    from transformer_tf.config import get_preset
     from transformer_tf.training.fit import build_model_and_optimizer
 
     keras.utils.set_random_seed(0)

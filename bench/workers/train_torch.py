@@ -78,6 +78,8 @@ def main(argv=None):
     result = {"benchmark": "train_step", "engine": "torch.nn.Transformer", "shape": shape.name,
               "batch": args.batch, "source_len": args.source_len, "target_len": args.target_len,
               "load_average_start": common.load_average()}
+    # Engine imports here, after argument parsing: --help and bad arguments do not load
+    # torch, and the load average above is sampled before it loads.
     import numpy as np
     import torch
 

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from transformer_tf.data import bpe as bpe_lib
-from transformer_tf.data.corpora import SPLITS, ParallelCorpus, ParallelFiles
+from transformer_tf.data import multi30k, wmt
+from transformer_tf.data.corpora import SPLITS, ParallelCorpus, ParallelFiles, text_file_corpus
 from transformer_tf.data.length_filter import SPECIAL_TOKENS_PER_SIDE, drop_reasons
 from transformer_tf.data.prepared import (
     BPE_FILE,
@@ -238,9 +239,6 @@ def prepare_dataset(
       bpe_options, max_length: see `prepare_corpus`.
       data_dir, download: where the corpus is, and whether it may be downloaded.
     """
-    from transformer_tf.data import multi30k, wmt
-    from transformer_tf.data.corpora import text_file_corpus
-
     out_dir = Path(out_dir)
     staging = inputs = None
     if dataset == "multi30k":
