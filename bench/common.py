@@ -21,10 +21,9 @@ for _path in (str(ROOT), str(BENCH)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-THREADS = 2
+from transformer_tf.config import NUM_SPECIAL_IDS  # noqa: E402  (light: no TF import)
 
-# Token ids shared with transformer_tf.config (repeated here so peers need no TF import).
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+THREADS = 2
 
 
 def set_thread_env(threads: int = THREADS) -> None:
@@ -141,8 +140,9 @@ def decoding_figures(timing: dict, shape: Shape, batch: int, source_len: int,
 
 
 def random_ids(rng, batch: int, length: int, vocab: int):
-    """Random token ids in [4, vocab): no PAD/UNK/BOS/EOS (numpy int32 [batch, length])."""
-    return rng.integers(4, vocab, size=(batch, length), dtype="int32")
+    """Random token ids in [NUM_SPECIAL_IDS, vocab): no PAD/UNK/BOS/EOS (numpy int32
+    [batch, length])."""
+    return rng.integers(NUM_SPECIAL_IDS, vocab, size=(batch, length), dtype="int32")
 
 
 def peak_rss_mb() -> float:

@@ -19,13 +19,17 @@ import tempfile
 import common
 from transformers import MarianConfig, MarianMTModel
 
+from transformer_tf.config import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID, UNK_ID
+
 EOS_TOKEN, UNK_TOKEN, PAD_TOKEN = "</s>", "<unk>", "<pad>"
 
 
 def vocabulary(shape: common.Shape) -> list[str]:
-    """Token strings by id: our special ids 0-3, then made-up pieces, then Marian's pad."""
-    tokens = ["<blank>", UNK_TOKEN, "<s>", EOS_TOKEN]
-    tokens += [f"t{i}" for i in range(len(tokens), shape.vocab_size)]
+    """Token strings by id: our special ids (transformer_tf.config), then made-up pieces,
+    then Marian's pad."""
+    specials = {PAD_ID: "<blank>", UNK_ID: UNK_TOKEN, BOS_ID: "<s>", EOS_ID: EOS_TOKEN}
+    tokens = [specials[i] for i in range(NUM_SPECIAL_IDS)]
+    tokens += [f"t{i}" for i in range(NUM_SPECIAL_IDS, shape.vocab_size)]
     return tokens + [PAD_TOKEN]
 
 
@@ -38,7 +42,7 @@ def marian_config(shape: common.Shape):
         decoder_attention_heads=shape.num_heads, encoder_ffn_dim=shape.d_ff,
         decoder_ffn_dim=shape.d_ff, activation_function="relu", dropout=0.1,
         max_position_embeddings=256, scale_embedding=True, pad_token_id=pad,
-        decoder_start_token_id=pad, eos_token_id=common.EOS_ID, bos_token_id=None,
+        decoder_start_token_id=pad, eos_token_id=EOS_ID, bos_token_id=None,
         forced_eos_token_id=None, share_encoder_decoder_embeddings=True,
         tie_word_embeddings=True)
 

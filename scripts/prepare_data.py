@@ -9,12 +9,13 @@ import argparse
 import logging
 import sys
 
+from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data.textio import CorpusError
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Check a parallel corpus (equal line counts, valid UTF-8), copy it into OUT as plain text,
 train one shared sentencepiece BPE model on the training text of both languages (ids
-0=<pad> 1=<unk> 2=<s> 3=</s>), and describe it all in OUT/prepared.json (languages,
+{PAD_ID}=<pad> {UNK_ID}=<unk> {BOS_ID}=<s> {EOS_ID}=</s>), and describe it all in OUT/prepared.json (languages,
 vocabulary size, special ids, checksums, file names per split, pairs dropped).
 `scripts/train.py --data OUT` then trains on it.
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
+from transformer_tf.config import EOS_ID  # noqa: E402
 
 common.set_thread_env()
 
@@ -64,7 +65,7 @@ def main(argv=None):
         model_params = int(sum(p.numel() for p in model.parameters()))
         rng = np.random.default_rng(0)
         source = common.random_ids(rng, b, args.source_len, shape.vocab_size)
-        source[:, -1] = common.EOS_ID
+        source[:, -1] = EOS_ID
         scratch = None
         if args.engine == "ctranslate2":
             scratch = tempfile.TemporaryDirectory()

@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
-from transformer_tf.config import PRESET_NAMES, ModelConfig, get_preset  # noqa: E402
+from transformer_tf.config import (  # noqa: E402
+    BOS_ID, EOS_ID, PRESET_NAMES, ModelConfig, get_preset)
 
 common.set_thread_env()
 
@@ -78,8 +79,8 @@ def main(argv=None):
     b, s, t = args.batch, args.source_len, args.target_len
     source = tf.constant(common.random_ids(rng, b, s, shape.vocab_size))
     target = common.random_ids(rng, b, t + 1, shape.vocab_size)
-    target[:, 0] = common.BOS_ID
-    target[:, -1] = common.EOS_ID
+    target[:, 0] = BOS_ID
+    target[:, -1] = EOS_ID
     target_in, labels = tf.constant(target[:, :-1]), tf.constant(target[:, 1:])
     rss_built = common.current_rss_mb()
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
+from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 
 common.set_thread_env()
 
@@ -32,7 +33,7 @@ def build(torch, shape: common.Shape, max_len: int = 256):
             super().__init__()
             d = shape.d_model
             self.d_model = d
-            self.embedding = nn.Embedding(shape.vocab_size, d, padding_idx=common.PAD_ID)
+            self.embedding = nn.Embedding(shape.vocab_size, d, padding_idx=PAD_ID)
             nn.init.normal_(self.embedding.weight, std=d ** -0.5)
             position = torch.arange(max_len, dtype=torch.float32)[:, None]
             rates = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(1e4) / d))
@@ -53,8 +54,8 @@ def build(torch, shape: common.Shape, max_len: int = 256):
         def forward(self, source, target_in):
             t = target_in.shape[1]
             causal = nn.Transformer.generate_square_subsequent_mask(t)
-            source_pad = source == common.PAD_ID
-            target_pad = target_in == common.PAD_ID
+            source_pad = source == PAD_ID
+            target_pad = target_in == PAD_ID
             hidden = self.transformer(
                 self.embed(source), self.embed(target_in), tgt_mask=causal,
                 src_key_padding_mask=source_pad, tgt_key_padding_mask=target_pad,
@@ -95,14 +96,14 @@ def main(argv=None):
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: d ** -0.5 * min((i + 1) ** -0.5, (i + 1) * warmup_steps ** -1.5))
-    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=common.PAD_ID, label_smoothing=0.1)
+    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=PAD_ID, label_smoothing=0.1)
 
     rng = np.random.default_rng(0)
     b, s, t = args.batch, args.source_len, args.target_len
     source = torch.from_numpy(common.random_ids(rng, b, s, shape.vocab_size)).long()
     target = common.random_ids(rng, b, t + 1, shape.vocab_size)
-    target[:, 0] = common.BOS_ID
-    target[:, -1] = common.EOS_ID
+    target[:, 0] = BOS_ID
+    target[:, -1] = EOS_ID
     target = torch.from_numpy(target).long()
     target_in, labels = target[:, :-1], target[:, 1:]
     rss_built = common.current_rss_mb()
