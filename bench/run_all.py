@@ -190,6 +190,46 @@ def _fraction(gflops, peak):
     return gflops / peak
 
 
+def _best(entry: dict, *keys):
+    """The largest of entry[key] for `keys`, ignoring missing and None; None if none."""
+    return max([entry[k] for k in keys if entry.get(k) is not None], default=None)
+
+
+def _meets(value, target):
+    return None if value is None else value >= target
+
+
+def compare(entry: dict) -> dict:
+    """Adds the comparison of ours with the peer to a benchmark entry (in place; returned).
+
+    `entry` holds "ours", "peer" and optionally "ours_xla", in one metric and unit; what
+    else it holds decides what is added (a None input gives a None result):
+
+      always                      "ratio" = ours / peer
+      "ours_xla"                  "ratio_xla" = ours_xla / peer
+      "<who>_gflops" (GFLOP/s),   "<who>_fraction_of_peak" = <who>_gflops / peak_gflops,
+        who in ours, ours_xla,      for each of the three present
+        peer; "peak_gflops"
+      "target_ratio"              "meets_target": the better of ratio, ratio_xla >= it
+      "target_fraction_of_peak"   "meets_peak_target": the better of ours' and ours_xla's
+                                    fraction of peak >= it
+    """
+    entry["ratio"] = _ratio(entry["ours"], entry["peer"])
+    if "ours_xla" in entry:
+        entry["ratio_xla"] = _ratio(entry["ours_xla"], entry["peer"])
+    for who in ("ours", "ours_xla", "peer"):
+        if f"{who}_gflops" in entry:
+            entry[f"{who}_fraction_of_peak"] = _fraction(entry[f"{who}_gflops"],
+                                                         entry.get("peak_gflops"))
+    if "target_ratio" in entry:
+        entry["meets_target"] = _meets(_best(entry, "ratio", "ratio_xla"), entry["target_ratio"])
+    if "target_fraction_of_peak" in entry:
+        entry["meets_peak_target"] = _meets(
+            _best(entry, "ours_fraction_of_peak", "ours_xla_fraction_of_peak"),
+            entry["target_fraction_of_peak"])
+    return entry
+
+
 def _get(result, key):
     return None if result is None else result.get(key)
 
@@ -298,21 +338,7 @@ def _suite_pass(runner, quick, sections, shapes, without) -> dict:
                 "target_fraction_of_peak": TARGETS["train_fraction_of_peak"],
                 "details": {"ours": ours, "ours_xla": ours_xla, "peer": peer},
             }
-            entry["ratio"] = _ratio(entry["ours"], entry["peer"])
-            entry["ratio_xla"] = _ratio(entry["ours_xla"], entry["peer"])
-            entry["ours_fraction_of_peak"] = _fraction(entry["ours_gflops"], peak)
-            entry["ours_xla_fraction_of_peak"] = _fraction(entry["ours_xla_gflops"], peak)
-            entry["peer_fraction_of_peak"] = _fraction(entry["peer_gflops"], peak)
-            best_ratio = max([r for r in (entry["ratio"], entry["ratio_xla"]) if r is not None],
-                             default=None)
-            entry["meets_target"] = (None if best_ratio is None
-                                     else best_ratio >= entry["target_ratio"])
-            best_fraction = max([f for f in (entry["ours_fraction_of_peak"],
-                                             entry["ours_xla_fraction_of_peak"])
-                                 if f is not None], default=None)
-            entry["meets_peak_target"] = (None if best_fraction is None
-                                          else best_fraction >= entry["target_fraction_of_peak"])
-            benchmarks[f"train_{shape}"] = entry
+            benchmarks[f"train_{shape}"] = compare(entry)
 
         # Peak memory of a training step: each worker above ran alone in its process.
         memory_shape = "base" if "base" in train_results else shapes[0]
@@ -341,9 +367,7 @@ def _suite_pass(runner, quick, sections, shapes, without) -> dict:
                 "peer_built_mb": _get(peer, "rss_built_mb"),
             },
         }
-        entry["ratio"] = _ratio(entry["ours"], entry["peer"])
-        entry["ratio_xla"] = _ratio(entry["ours_xla"], entry["peer"])
-        benchmarks[f"memory_train_{memory_shape}"] = entry
+        benchmarks[f"memory_train_{memory_shape}"] = compare(entry)
 
     # ---------------------------------------------------------------- decoding
     if "decode" in sections:
@@ -395,17 +419,8 @@ def _suite_pass(runner, quick, sections, shapes, without) -> dict:
                         "target_ratio": TARGETS[f"decode_vs_{engine}"],
                         "details": {"ours": mine, "ours_xla": mine_xla, "peer": theirs},
                     }
-                    entry["ratio"] = _ratio(entry["ours"], entry["peer"])
-                    entry["ratio_xla"] = _ratio(entry["ours_xla"], entry["peer"])
-                    entry["ours_fraction_of_peak"] = _fraction(entry["ours_gflops"], peak)
-                    entry["ours_xla_fraction_of_peak"] = _fraction(entry["ours_xla_gflops"],
-                                                                   peak)
-                    entry["peer_fraction_of_peak"] = _fraction(entry["peer_gflops"], peak)
-                    best = max([r for r in (entry["ratio"], entry["ratio_xla"]) if r is not None],
-                               default=None)
-                    entry["meets_target"] = None if best is None else best >= entry["target_ratio"]
                     name = "greedy" if beam == 1 else f"beam{beam}"
-                    benchmarks[f"decode_{shape}_{name}_vs_{engine}"] = entry
+                    benchmarks[f"decode_{shape}_{name}_vs_{engine}"] = compare(entry)
 
     # ---------------------------------------------------------------- input pipeline
     if "pipeline" in sections:
@@ -432,10 +447,7 @@ def _suite_pass(runner, quick, sections, shapes, without) -> dict:
             "target_ratio": TARGETS["pipeline_vs_training"],
             "details": {"pipeline": result},
         }
-        entry["ratio"] = _ratio(entry["ours"], entry["peer"])
-        entry["meets_target"] = (None if entry["ratio"] is None
-                                 else entry["ratio"] >= entry["target_ratio"])
-        benchmarks["input_pipeline_multi30k"] = entry
+        benchmarks["input_pipeline_multi30k"] = compare(entry)
 
     report["machine"]["load_average_end"] = common.load_average()
     report["workers"] = runner.workers
@@ -468,9 +480,7 @@ def print_table(report: dict) -> None:
               f"{'ratio':>6} {'r_xla':>6} {'target':>6} {'%peak':>6}")
     print(header)
     for name, e in report["benchmarks"].items():
-        fraction = e.get("ours_fraction_of_peak")
-        fx = e.get("ours_xla_fraction_of_peak")
-        best_fraction = max([f for f in (fraction, fx) if f is not None], default=None)
+        best_fraction = _best(e, "ours_fraction_of_peak", "ours_xla_fraction_of_peak")
         print(f"{name:38} {e['metric']:30} {_fmt(e.get('ours')):>9} {_fmt(e.get('ours_xla')):>9} "
               f"{_fmt(e.get('peer')):>9} {_fmt(e.get('ratio'), 2):>6} "
               f"{_fmt(e.get('ratio_xla'), 2):>6} {_fmt(e.get('target_ratio'), 2):>6} "
