@@ -32,6 +32,7 @@ common.set_thread_env()
 
 def op_stats(xplane_path: str) -> list[dict]:
     """Rows of the framework_op_stats tool: type, name, occurrences, self time (us)."""
+    # TF's private profiler plugin, imported on use: TF itself is loaded by main() first.
     from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
 
     data, ok = plugin.xspace_to_tools_data([xplane_path], "framework_op_stats", {})
@@ -77,6 +78,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     shape = common.SHAPES[args.shape]
 
+    # TF is imported after argument parsing, and Keras and the library only once TF's
+    # thread pools are configured: they are fixed when TF's runtime starts.
     import numpy as np
     import tensorflow as tf
 
@@ -102,20 +105,17 @@ def main(argv=None):
         def call():
             model.train_on_batch(*batch)
     else:
-        from transformer_tf.config import DecodingConfig
-        from transformer_tf.export.translator import search_model
+        from fixed_length import fixed_length_search
         from transformer_tf.models.transformer import Transformer
 
         model = Transformer(model_config_for(shape))
         model.build()
         source[:, -1] = EOS_ID
         source = tf.constant(source)
-        decoding = DecodingConfig(beam_size=args.beam, alpha=0.6)
-
         # The library's search, as bench/workers/decode_tf.py times it: 32 tokens exactly.
         @tf.function(jit_compile=args.xla)
         def decode(source_ids):
-            return search_model(model, source_ids, decoding, fixed_length=32)
+            return fixed_length_search(model, source_ids, args.beam, 0.6, 32)
 
         def call():
             decode(source).ids.numpy()

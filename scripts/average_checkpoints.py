@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     if args.last is not None and args.last < 1:
         parser.error(f"--last must be at least 1, got {args.last}")
 
+    # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.training.checkpoints import average_run
 
     try:

@@ -26,6 +26,7 @@ def main(argv=None):
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     args = parser.parse_args(argv)
 
+    # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.export.saved_model import export_model_dir
 
     try:

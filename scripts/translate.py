@@ -36,7 +36,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
 
-    from transformer_tf.export.batch_translate import load_translator, translate_lines
+    # Imported after parsing, so that --help answers without loading TensorFlow.
+    from transformer_tf.inference.batch import load_translator, translate_lines
     from transformer_tf.data.textio import strip_newline
 
     try:

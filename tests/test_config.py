@@ -10,7 +10,7 @@ def test_paper_presets_match_table_3():
     base = get_preset("base").model
     assert (base.num_layers, base.d_model, base.d_ff, base.num_heads) == (6, 512, 2048, 8)
     assert (base.resolved_key_dim, base.resolved_value_dim) == (64, 64)
-    assert (base.dropout, base.label_smoothing) == (0.1, 0.1)
+    assert base.dropout == 0.1 and get_preset("base").training.label_smoothing == 0.1
     big = get_preset("big").model
     assert (big.num_layers, big.d_model, big.d_ff, big.num_heads, big.dropout) == (6, 1024, 4096, 16, 0.3)
     assert big.resolved_key_dim == 64
@@ -32,7 +32,6 @@ def test_presets_round_trip_through_json(name):
 @pytest.mark.parametrize("changes, field, words", [
     (dict(d_model=510, num_heads=8), "num_heads", "not divisible"),
     (dict(dropout=1.5), "dropout", "[0, 1)"),
-    (dict(label_smoothing=-0.1), "label_smoothing", "[0, 1)"),
     (dict(num_layers=0), "num_layers", "positive integer"),
     (dict(position_encoding="rotary"), "position_encoding", "sinusoidal"),
     (dict(embedding_sharing="some"), "embedding_sharing", "all"),
@@ -47,9 +46,27 @@ def test_invalid_model_configs_name_the_field(changes, field, words):
     assert words in str(error.value)
 
 
-def test_explicit_key_dim_lifts_divisibility_rule():
-    config = ModelConfig(d_model=510, num_heads=8, key_dim=64)
-    assert config.resolved_key_dim == 64 and config.resolved_value_dim == 64
+def test_explicit_head_sizes_lift_divisibility_rule():
+    config = ModelConfig(d_model=510, num_heads=8, key_dim=64, value_dim=48)
+    assert config.resolved_key_dim == 64 and config.resolved_value_dim == 48
+    with pytest.raises(ConfigError, match="num_heads"):  # d_v would still be d_model / h
+        ModelConfig(d_model=510, num_heads=8, key_dim=64)
+
+
+def test_value_dim_follows_d_model_not_key_dim():
+    # Table 3 row (B) varies d_k alone: d_v stays d_model / h = 64.
+    row_b = get_preset("base").model.replace(key_dim=16)
+    assert (row_b.resolved_key_dim, row_b.resolved_value_dim) == (16, 64)
+    resolved = row_b.resolved()
+    assert (resolved.key_dim, resolved.value_dim, resolved.num_decoder_layers,
+            resolved.target_vocab_size) == (16, 64, 6, 37000)
+    assert resolved.resolved() == resolved
+
+
+def test_label_smoothing_is_a_training_knob():
+    assert "label_smoothing" not in ModelConfig().get_config()
+    with pytest.raises(ConfigError, match="label_smoothing"):
+        TrainingConfig(label_smoothing=-0.1)
 
 
 def test_unknown_fields_and_presets_are_rejected():

@@ -1,7 +1,7 @@
 """Configuration: one place for every knob, as dataclasses with named presets.
 
 The model knobs are those of Table 3 of the paper (N, d_model, d_ff, h, d_k, d_v,
-P_drop, eps_ls, position encoding) plus the choices the paper fixes but users vary
+P_drop, position encoding; eps_ls is a training knob, in TrainingConfig) plus the choices the paper fixes but users vary
 (embedding sharing, post- or pre-norm, attention dropout). Every config serialises
 with `get_config()` / `from_config()` (plain JSON-able dicts) so models, schedules and
 training runs save and load.
@@ -86,12 +86,12 @@ class ModelConfig(_Serialisable):
       d_ff: inner width of the position-wise feed-forward network.
       num_heads: h, the number of attention heads.
       key_dim: d_k per head; None means d_model // h.
-      value_dim: d_v per head; None means d_k.
+      value_dim: d_v per head; None means d_model // h (independent of key_dim, as in
+        Table 3 row B, which varies d_k alone).
       dropout: P_drop, applied to each sub-layer output before the residual sum and to
         the embedding + position sums.
       attention_dropout: dropout on the attention weights (0 in the paper).
       ffn_dropout: dropout after the ReLU of the FFN (0 in the paper).
-      label_smoothing: eps_ls (used by the loss; stored here as Table 3 lists it).
       position_encoding: "sinusoidal" (section 3.5) or "learned" (Table 3 row E).
       max_position: largest position the model can encode (source and target lengths
         must not exceed it); also the size of the learned position table.
@@ -116,7 +116,6 @@ class ModelConfig(_Serialisable):
     dropout: float = 0.1
     attention_dropout: float = 0.0
     ffn_dropout: float = 0.0
-    label_smoothing: float = 0.1
     position_encoding: str = "sinusoidal"
     max_position: int = 1024
     embedding_sharing: str = "all"
@@ -144,14 +143,14 @@ class ModelConfig(_Serialisable):
             f"must exceed the {NUM_SPECIAL_IDS} reserved ids (pad, unk, bos, eos), "
             f"got {self.vocab_size}",
         )
-        if self.key_dim is None:
+        if self.key_dim is None or self.value_dim is None:
             _check(
                 self.d_model % self.num_heads == 0,
                 "num_heads",
                 f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}; "
-                "choose h dividing d_model or set key_dim explicitly",
+                "choose h dividing d_model or set key_dim and value_dim explicitly",
             )
-        for name in ("dropout", "attention_dropout", "ffn_dropout", "label_smoothing"):
+        for name in ("dropout", "attention_dropout", "ffn_dropout"):
             value = getattr(self, name)
             _check(
                 isinstance(value, (int, float)) and 0.0 <= value < 1.0,
@@ -197,7 +196,15 @@ class ModelConfig(_Serialisable):
 
     @property
     def resolved_value_dim(self) -> int:
-        return self.value_dim or self.resolved_key_dim
+        return self.value_dim or self.d_model // self.num_heads
+
+    def resolved(self) -> "ModelConfig":
+        """This config with every derived size written out (target vocabulary, decoder
+        layers, d_k, d_v): what a run directory records, so that a later change of a
+        default never changes the meaning of a saved run."""
+        return self.replace(target_vocab_size=self.resolved_target_vocab_size,
+                            num_decoder_layers=self.resolved_num_decoder_layers,
+                            key_dim=self.resolved_key_dim, value_dim=self.resolved_value_dim)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +219,9 @@ class TrainingConfig(_Serialisable):
         (paper: about 25,000 source and 25,000 target tokens).
       max_length: longest source or target (in BPE tokens, eos/bos included) kept for
         training; longer pairs are dropped and counted.
-      gradient_accumulation_steps: optimizer steps accumulate this many batches.
+      label_smoothing: eps_ls of the loss (paper: 0.1; Table 3 row D varies it).
+      gradient_accumulation_steps: optimizer steps accumulate this many batches; the
+        update is the per-token mean over all of them, as for one batch holding them all.
       clip_norm: global gradient-norm clip; None disables.
       checkpoint_every_minutes: checkpoint period (paper: 10).
       keep_checkpoints: how many recent checkpoints to keep.
@@ -227,6 +236,7 @@ class TrainingConfig(_Serialisable):
     adam_epsilon: float = 1e-9
     tokens_per_batch: int = 25000
     max_length: int = 256
+    label_smoothing: float = 0.1
     gradient_accumulation_steps: int = 1
     clip_norm: float | None = None
     checkpoint_every_minutes: float = 10.0
@@ -241,6 +251,8 @@ class TrainingConfig(_Serialisable):
             _check(isinstance(value, int) and value > 0, name,
                    f"expected a positive integer, got {value!r}")
         _check(self.learning_rate_scale > 0, "learning_rate_scale", "must be positive")
+        _check(isinstance(self.label_smoothing, (int, float)) and 0.0 <= self.label_smoothing < 1.0,
+               "label_smoothing", f"expected a probability in [0, 1), got {self.label_smoothing!r}")
         _check(0 <= self.adam_beta_1 < 1, "adam_beta_1", "expected a value in [0, 1)")
         _check(0 <= self.adam_beta_2 < 1, "adam_beta_2", "expected a value in [0, 1)")
         _check(self.adam_epsilon > 0, "adam_epsilon", "must be positive")
@@ -273,11 +285,17 @@ class DecodingConfig(_Serialisable):
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    """A named bundle of model, training and decoding settings."""
+    """A named bundle of model, training and decoding settings.
 
-    model: ModelConfig
+    `model` is the config dataclass of the model family named by `family` (see
+    transformer_tf.models.registry); every family's config has a `vocab_size` field
+    (set from the prepared data) and a `resolved()` copy with derived sizes written out.
+    """
+
+    model: Any
     training: TrainingConfig
     decoding: DecodingConfig = DecodingConfig()
+    family: str = "transformer"
 
 
 def _presets() -> dict[str, Preset]:
@@ -311,11 +329,26 @@ def _presets() -> dict[str, Preset]:
 PRESET_NAMES = ("tiny", "multi30k", "base", "big")
 
 
+_REGISTERED_PRESETS: dict[str, Preset] = {}
+
+
+def register_preset(name: str, preset: Preset) -> None:
+    """Make `preset` available as `name` (for model families added outside this module);
+    the built-in names cannot be replaced."""
+    if name in PRESET_NAMES:
+        raise ConfigError(f"preset: {name!r} is a built-in preset")
+    _REGISTERED_PRESETS[name] = preset
+
+
+def unregister_preset(name: str) -> None:
+    _REGISTERED_PRESETS.pop(name, None)
+
+
 def get_preset(name: str) -> Preset:
-    """The preset called `name` (one of PRESET_NAMES)."""
-    presets = _presets()
+    """The preset called `name` (one of PRESET_NAMES, or registered)."""
+    presets = {**_presets(), **_REGISTERED_PRESETS}
     if name not in presets:
-        raise ConfigError(f"preset: unknown preset {name!r}; choose one of {PRESET_NAMES}")
+        raise ConfigError(f"preset: unknown preset {name!r}; choose one of {sorted(presets)}")
     return presets[name]
 
 

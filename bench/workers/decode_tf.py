@@ -5,7 +5,7 @@
 
 A random-weight `Transformer` encodes `batch` random source sentences of `source_len`
 tokens (the last one EOS) and decodes exactly `output_len` tokens each: the step
-function is the one `transformer_tf.export.translator.search_model` builds (cached
+function is the one `transformer_tf.decoding.model_search.search_model` builds (cached
 `decode_step`, encoder keys/values computed once and tiled per beam, PAD and BOS
 forbidden) with EOS forbidden as well, so random weights never stop early, and the
 searches get `max_lengths = output_len` (a static length, so XLA can compile it).
@@ -41,6 +41,8 @@ def main(argv=None):
     parser.add_argument("--inter-op", type=int, default=1)
     args = parser.parse_args(argv)
     load_start = common.load_average()
+    # TF is imported after argument parsing and the load sample, and Keras and the library
+    # only once TF's thread pools are configured: they are fixed when TF's runtime starts.
     import numpy as np
     import tensorflow as tf
 
@@ -49,8 +51,8 @@ def main(argv=None):
     import keras
 
     from train_tf import model_config_for  # same model config as the training bench
-    from transformer_tf.config import EOS_ID, DecodingConfig
-    from transformer_tf.export.translator import search_model
+    from fixed_length import fixed_length_search
+    from transformer_tf.config import EOS_ID
     from transformer_tf.models.transformer import Transformer
 
     report = {"benchmark": "decode", "engine": "transformer_tf", "load_average_start": load_start,
@@ -69,12 +71,10 @@ def main(argv=None):
 
         for xla in common.csv_list(args.xla_modes):
             for beam in common.csv_list(args.beams, int):
-                decoding = DecodingConfig(beam_size=beam, alpha=0.6)
-
                 # The library's decode path; EOS forbidden: exactly `length` tokens.
                 @tf.function(jit_compile=(xla == "on"))
-                def decode(source_ids, decoding=decoding):
-                    return search_model(model, source_ids, decoding, fixed_length=length)
+                def decode(source_ids, beam=beam):
+                    return fixed_length_search(model, source_ids, beam, 0.6, length)
 
                 outputs = []
 

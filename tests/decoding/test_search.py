@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
 from transformer_tf.decoding import search
-from transformer_tf.decoding import beam_search, greedy_search, length_penalty, tile_beams
+from transformer_tf.decoding.search import beam_search, greedy_search, length_penalty, tile_beams
 
 TABLE_SIZE = 1009
 

@@ -11,9 +11,10 @@ import tensorflow as tf
 
 from transformer_tf.config import DecodingConfig, get_preset
 from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, train_bpe
-from transformer_tf.decoding import beam_search, tile_beams
+from transformer_tf.decoding.model_search import search_model
+from transformer_tf.decoding.search import beam_search, length_penalty, tile_beams
 from transformer_tf.export.saved_model import export_saved_model
-from transformer_tf.export.translator import Translator, search_model
+from transformer_tf.inference.translator import Translator
 from transformer_tf.models.transformer import Transformer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -76,7 +77,6 @@ def test_cached_search_equals_search_by_full_recomputation(model, tokenizer, bea
     np.testing.assert_array_equal(cached.ids.numpy(), full.ids.numpy())
     np.testing.assert_array_equal(cached.lengths.numpy(), full.lengths.numpy())
     if beam_size == 1:  # greedy reports log P, beam search log P / lp(len)
-        from transformer_tf.decoding import length_penalty
         np.testing.assert_allclose(
             cached.scores.numpy() / length_penalty(cached.lengths, 0.6).numpy(),
             full.scores.numpy(), rtol=1e-4)

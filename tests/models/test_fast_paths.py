@@ -26,7 +26,7 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig, ModelConfig, TrainingConfig
-from transformer_tf.export.translator import search_model
+from transformer_tf.decoding.model_search import search_with_lengths
 from transformer_tf.models.transformer import Transformer
 from transformer_tf.training.fit import build_model_and_optimizer
 
@@ -129,34 +129,30 @@ def test_mixed_precision_cached_decoding_reproduces_teacher_forcing(policy):
     full = model((source, target)).numpy()
     dtype = COMPUTE_DTYPE[policy]
 
-    def decode_all(source, target, prepared_weights):
-        encoder_output, source_valid = model.encode(source)
-        cache = model.init_cache(encoder_output, source_valid, max_length=10)
+    def decode_all(source, target):
+        state = model.init_cache(model.encode(source), max_length=10)
         # The caches and prepared weights are kept in the compute dtype (half the memory).
-        assert cache["layers"][0]["self_key"].dtype == dtype
-        assert cache["layers"][0]["cross_value"].dtype == dtype
-        weights = model.decoding_weights() if prepared_weights else None
-        if weights is not None:
-            assert weights["output_kernel"].dtype == dtype
+        assert state.per_beam[0]["self_key"].dtype == dtype
+        assert state.per_sentence["layers"][0]["cross_value"].dtype == dtype
+        assert state.constants["output_kernel"].dtype == dtype
         steps = []
         for t in range(target.shape[1]):
-            logits, cache = model.decode_step(target[:, t], tf.constant(t), cache, weights)
+            logits, state = model.decode_step(target[:, t], tf.constant(t), state)
             assert logits.dtype == tf.float32
             steps.append(logits)
         return tf.stack(steps, axis=1)
 
     real = real_positions(target_lengths, target.shape[1])
     scale = np.abs(full[real]).max()
-    # With the prepared weights as the search runs it (in a graph), without them eagerly.
-    for prepared_weights, run in ((True, tf.function(decode_all)), (False, decode_all)):
-        cached = run(tf.constant(source), tf.constant(target), prepared_weights).numpy()
+    # In a graph, as the search runs it, and eagerly.
+    for name, run in (("graph", tf.function(decode_all)), ("eager", decode_all)):
+        cached = run(tf.constant(source), tf.constant(target)).numpy()
         # Same arithmetic in the same dtype, over one position at a time instead of the
         # whole prefix: kernels for other shapes may round differently (seen: 0 to 1 ulp of
         # the logits). A cache written at the wrong place, a wrong mask or position, or a
         # cache kept at another precision moves them by much more.
         np.testing.assert_allclose(cached[real], full[real], rtol=0,
-                                   atol=4 * UNIT_ROUNDOFF[policy] * scale,
-                                   err_msg=f"prepared_weights={prepared_weights}")
+                                   atol=4 * UNIT_ROUNDOFF[policy] * scale, err_msg=name)
 
 
 # ---------------------------------------------------------------------------- training steps
@@ -253,9 +249,11 @@ def test_xla_search_matches_graph(beam_size):
     (source, _), _ = padded_batch(np.random.default_rng(2), config, [9, 4, 6], [1, 1, 1])
     decoding = DecodingConfig(beam_size=beam_size, alpha=0.6)
 
-    def search(source_ids):
-        return search_model(model, source_ids, decoding, n_best=beam_size,
-                            fixed_length=fixed_length)
+    def search(source_ids):  # EOS forbidden: exactly fixed_length tokens, static shapes
+        return search_with_lengths(
+            model, source_ids, beam_size=beam_size, alpha=decoding.alpha, n_best=beam_size,
+            max_lengths=fixed_length, cache_length=fixed_length,
+            max_decode_length=fixed_length, forbidden_ids=(PAD_ID, BOS_ID, EOS_ID))
 
     source = tf.constant(source)
     graph = tf.nest.map_structure(lambda x: x.numpy(), tf.function(search)(source))

@@ -43,7 +43,7 @@ def model_dir(tmp_path_factory):
         model=MODEL, training=training, decoding=DecodingConfig(), data_dir="unused",
         preset="tiny"))
     model = build_model_and_optimizer(MODEL, training)
-    manager = checkpoints.make_manager(model, model.optimizer, directory, max_to_keep=10)
+    manager = checkpoints.make_manager(model.network, model.optimizer, directory, max_to_keep=10)
     rng = np.random.default_rng(0)
     for step in STEPS:
         for weight in model.weights:

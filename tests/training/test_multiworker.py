@@ -95,7 +95,7 @@ def existing_checkpoint(prepared, model_dir, options):
     for weight in model.weights:  # not the seeded initialisation: restoring matters
         weight.assign(weight.numpy() + 0.1 * rng.normal(size=weight.shape).astype("float32"))
     model.optimizer.iterations.assign(START)
-    checkpoints.make_manager(model, model.optimizer, model_dir, 5).save(checkpoint_number=START)
+    checkpoints.make_manager(model.network, model.optimizer, model_dir, 5).save(checkpoint_number=START)
     keras.backend.clear_session()
 
 
@@ -180,7 +180,7 @@ def test_only_the_chief_writes_the_model_directory(workers):
     from transformer_tf.training import checkpoints
 
     model_dir = workers["model_dir"]
-    assert sorted(p.name for p in model_dir.iterdir()) == ["checkpoints", "logs",
+    assert sorted(p.name for p in model_dir.iterdir()) == ["bpe.model", "checkpoints", "logs",
                                                            "run_config.json"]
     kept = [pathlib.Path(p).name for p in checkpoints.list_checkpoints(model_dir)]
     # The restored one, then one per step (checkpoint_every_minutes is tiny): the chief

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.training import checkpoints
-from transformer_tf.training.step import Seq2SeqTrainingMixin
+from transformer_tf.training.trainer import Seq2SeqTrainer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NAN_FROM = 12  # iterations before the poisoned step: step 13 makes the loss NaN
@@ -23,7 +23,7 @@ NAN_FROM = 12  # iterations before the poisoned step: step 13 makes the loss NaN
 
 @pytest.fixture
 def poisoned_loss(monkeypatch):
-    original = Seq2SeqTrainingMixin._forward_and_sums
+    original = Seq2SeqTrainer._forward_and_sums
 
     def forward_and_sums(self, data, training):
         sums = original(self, data, training)
@@ -32,7 +32,7 @@ def poisoned_loss(monkeypatch):
         poison = tf.where(self.optimizer.iterations >= NAN_FROM, float("nan"), 0.0)
         return sums._replace(loss_sum=sums.loss_sum + poison)
 
-    monkeypatch.setattr(Seq2SeqTrainingMixin, "_forward_and_sums", forward_and_sums)
+    monkeypatch.setattr(Seq2SeqTrainer, "_forward_and_sums", forward_and_sums)
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_multi30k, tmp_path, capsys,

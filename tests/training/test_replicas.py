@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 CONFIG = dict(vocab_size=40, num_layers=1, d_model=16, d_ff=32, num_heads=2, dropout=0.0,
-              label_smoothing=0.1, max_position=32)
+              max_position=32)
+LABEL_SMOOTHING = 0.1
 LEARNING_RATE = {"sgd": 0.5, "adam": 1e-3}
 
 
@@ -53,14 +54,33 @@ def mirrored_strategy(devices=None):
     return tf.distribute.MirroredStrategy(devices)
 
 
+def micro_batches():
+    """The global batch as two micro-batches of different token counts: rows 0 and 2
+    (11 + 2 real target tokens), then rows 1 and 3 (9 + 1); on two replicas each replica
+    gets one row of each."""
+    import tensorflow as tf
+
+    (source, target_input), labels = global_batch()
+    parts = [((source[rows], target_input[rows]), labels[rows]) for rows in ([0, 2], [1, 3])]
+    return tf.data.Dataset.from_tensors(parts[0]).concatenate(tf.data.Dataset.from_tensors(parts[1]))
+
+
 def one_step(devices, optimizer_name):
-    """Initial weights, weights after one fit step, the reported loss, per-replica tokens."""
+    """Initial weights, weights after one update, the reported loss, per-replica tokens.
+
+    `optimizer_name` "sgd" or "adam" makes one update from the whole global batch;
+    "sgd+accumulate" makes it from the two `micro_batches` with gradient accumulation.
+    """
     import keras
     import tensorflow as tf
 
     from transformer_tf.config import ModelConfig
     from transformer_tf.models.transformer import Transformer
+    from transformer_tf.training.accumulation import pack_micro_batches
     from transformer_tf.training.optimizer import FusedAdam
+    from transformer_tf.training.trainer import Seq2SeqTrainer
+
+    accumulate = 2 if optimizer_name.endswith("+accumulate") else 1
 
     keras.utils.set_random_seed(0)
     reference = Transformer(ModelConfig(**CONFIG))
@@ -69,10 +89,12 @@ def one_step(devices, optimizer_name):
     strategy = (mirrored_strategy(devices) if len(devices) > 1
                 else tf.distribute.OneDeviceStrategy(devices[0]))
     with strategy.scope():
-        model = Transformer(ModelConfig(**CONFIG))
+        model = Seq2SeqTrainer(Transformer(ModelConfig(**CONFIG)), LABEL_SMOOTHING,
+                               accumulation_steps=accumulate)
         model.build()
         model.set_weights(initial)
-        optimizer = (keras.optimizers.SGD(LEARNING_RATE["sgd"]) if optimizer_name == "sgd"
+        optimizer = (keras.optimizers.SGD(LEARNING_RATE["sgd"])
+                     if optimizer_name.startswith("sgd")
                      else FusedAdam(LEARNING_RATE["adam"], beta_2=0.98, epsilon=1e-9))
         model.compile(optimizer=optimizer, jit_compile=False)
     inputs, labels = global_batch()
@@ -80,6 +102,8 @@ def one_step(devices, optimizer_name):
     _, distributed_labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
     local_tokens = [int(np.count_nonzero(part.numpy()))
                     for part in strategy.experimental_local_results(distributed_labels)]
+    if accumulate > 1:
+        dataset = micro_batches().apply(pack_micro_batches(accumulate))
     batch_logs = []
     record = keras.callbacks.LambdaCallback(
         on_train_batch_end=lambda batch, logs: batch_logs.append(
@@ -115,7 +139,7 @@ def expected_loss():
     inputs, labels = global_batch()
     logits = model(inputs, training=False).numpy().astype(np.float64)
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    eps, vocab = CONFIG["label_smoothing"], CONFIG["vocab_size"]
+    eps, vocab = LABEL_SMOOTHING, CONFIG["vocab_size"]
     q = np.full(log_probs.shape, eps / (vocab - 1))
     np.put_along_axis(q, labels[..., None], 1 - eps, axis=-1)
     per_position = -(q * log_probs).sum(-1)
@@ -134,6 +158,7 @@ def _run(optimizer_name, tmp_path, gc_frozen):
         with gc_frozen():
             return (one_step(["/cpu:0"], optimizer_name),
                     one_step(["/cpu:0", "/cpu:1"], optimizer_name))
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / "results.npy"
     done = subprocess.run([sys.executable, __file__, optimizer_name, str(out)],
                           capture_output=True, text=True, timeout=300)
@@ -187,6 +212,26 @@ def test_same_weights_after_one_step(results):
         np.testing.assert_allclose(two - before, one - before, rtol=1e-3, atol=1e-5 * largest,
                                    err_msg=f"{optimizer_name}: update of {name}")
 
+
+def test_accumulated_micro_batches_give_the_update_of_one_large_batch(tmp_path, gc_frozen):
+    # Two micro-batches of 13 and 10 real target tokens, accumulated, against one batch
+    # holding both (23 tokens), with SGD (whose update is the gradient itself, so any
+    # misweighting shows), on one and on two replicas. A mean of per-micro-batch means
+    # would weigh a token of the 10-token micro-batch 1.3x more than one of the other.
+    whole = _run("sgd", tmp_path / "whole", gc_frozen)
+    accumulated = _run("sgd+accumulate", tmp_path / "accumulated", gc_frozen)
+    reference = whole[0]
+    largest = max(float(np.abs(after - before).max())
+                  for before, after in zip(reference["initial"], reference["final"]))
+    for replicas, result in zip((1, 2), accumulated):
+        assert result["iterations"] == 1, "two micro-batches must make one update"
+        assert result["copies_agree"]
+        for name, before, expected, got in zip(reference["names"], reference["initial"],
+                                               reference["final"], result["final"]):
+            np.testing.assert_allclose(got - before, expected - before, rtol=1e-3,
+                                       atol=1e-5 * largest,
+                                       err_msg=f"{replicas} replica(s): update of {name}")
+
 if __name__ == "__main__":  # the subprocess fallback of _run
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
     from transformer_tf.training.distribution import split_cpu
@@ -213,6 +258,7 @@ def test_evaluate_when_a_replica_gets_no_rows(gc_frozen):
 
     from transformer_tf.config import ModelConfig
     from transformer_tf.models.transformer import Transformer
+    from transformer_tf.training.trainer import Seq2SeqTrainer
 
     inputs, labels = global_batch()
     dataset = tf.data.Dataset.from_tensor_slices((inputs, labels))
@@ -222,7 +268,7 @@ def test_evaluate_when_a_replica_gets_no_rows(gc_frozen):
                      mirrored_strategy(["/cpu:0", "/cpu:1"])):
         keras.utils.set_random_seed(0)
         with strategy.scope():
-            model = Transformer(ModelConfig(**CONFIG))
+            model = Seq2SeqTrainer(Transformer(ModelConfig(**CONFIG)), LABEL_SMOOTHING)
             model.build()
             model.compile(optimizer="sgd", jit_compile=False)
         with gc_frozen():

@@ -1,13 +1,7 @@
-"""transformer_tf.decoding: greedy and beam search over a step function (no Keras inside).
+"""transformer_tf.decoding: greedy and beam search (no Keras inside).
 
-See `transformer_tf.decoding.search` for the step-function contract and the exact rules.
+Modules:
+  search        greedy_search / beam_search over a step function, with their exact rules
+  model_search  search_model: the same searches over any sequence-to-sequence model, and
+                DecoderState, the cache contract a model declares for the search
 """
-from transformer_tf.decoding.search import (
-    SearchResult,
-    beam_search,
-    greedy_search,
-    length_penalty,
-    tile_beams,
-)
-
-__all__ = ["SearchResult", "beam_search", "greedy_search", "length_penalty", "tile_beams"]

@@ -92,6 +92,28 @@ class SearchResult(NamedTuple):
     num_steps: tf.Tensor
 
 
+class _BeamState(NamedTuple):
+    """What the beam search loop carries from one step to the next (B sentences, K beams,
+    N = n_best, L = max_decode_length)."""
+
+    step: tf.Tensor  # int32 scalar: the position being predicted
+    done: tf.Tensor  # bool [B]: the sentence's result can no longer change
+    ids: tf.Tensor  # int32 [B * K]: each beam's last token (the next step's input)
+    alive_log_prob: tf.Tensor  # float32 [B, K]: log P of alive hypotheses, -inf if none
+    alive_seq: tf.Tensor  # int32 [B, K, L]: alive hypotheses' tokens
+    finished_seq: tf.Tensor  # int32 [B, N, L]: the n best finished hypotheses
+    finished_score: tf.Tensor  # float32 [B, N]: their log P / lp(length), -inf if none
+    finished_length: tf.Tensor  # int32 [B, N]: their lengths, EOS included
+    cache: Any  # the step function's cache, rows [B * K, ...]
+
+
+def check_n_best(n_best, beam_size: int) -> None:
+    """The one rule for how many hypotheses a search may return: 1 <= n_best <= beam_size
+    (greedy search, beam_size 1, returns one). Raises ValueError otherwise."""
+    if not isinstance(n_best, (int, np.integer)) or not 1 <= n_best <= beam_size:
+        raise ValueError(f"n_best must be an integer in [1, beam_size={beam_size}], got {n_best!r}")
+
+
 def length_penalty(lengths, alpha) -> tf.Tensor:
     """GNMT length penalty ((5 + lengths) / 6) ** alpha, float32, shape of `lengths`."""
     lengths = tf.cast(lengths, tf.float32)
@@ -252,8 +274,7 @@ def beam_search(
     """
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
-    if not isinstance(n_best, (int, np.integer)) or not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best must be an integer in [1, beam_size={beam_size}], got {n_best!r}")
+    check_n_best(n_best, beam_size)
     if isinstance(alpha, (int, float)) and alpha < 0:
         raise ValueError(f"alpha must be non-negative (the early-stopping bound needs it), got {alpha}")
     k, n = int(beam_size), int(n_best)
@@ -266,19 +287,20 @@ def beam_search(
     # Only beam 0 is alive at the start, so step 0 expands BOS once instead of K times.
     initial_alive = tf.tile(tf.constant([[0.0] + [_NEG_INF] * (k - 1)]), [batch_size, 1])
 
-    def cond(step, done, *_):
-        return tf.logical_and(step < max_len, tf.logical_not(tf.reduce_all(done)))
+    def cond(state: _BeamState):
+        return tf.logical_and(state.step < max_len, tf.logical_not(tf.reduce_all(state.done)))
 
-    def body(step, done, ids, alive_log_prob, alive_seq, fin_seq, fin_score, fin_len, cache):
-        scores, cache = step_fn(ids, step, cache)
+    def body(state: _BeamState):
+        step, done = state.step, state.done
+        scores, cache = step_fn(state.ids, step, state.cache)
         log_probs = _log_probs(scores)
         vocab = tf.shape(log_probs)[-1]
         log_probs = tf.reshape(log_probs, [batch_size, k, vocab])
-        total = alive_log_prob[:, :, None] + log_probs  # [B, K, V]
+        total = state.alive_log_prob[:, :, None] + log_probs  # [B, K, V]
         top_log_prob, top_index = tf.math.top_k(tf.reshape(total, [batch_size, k * vocab]), k=k)
         beam = top_index // vocab  # [B, K], the parent beam of each survivor
         token = top_index % vocab  # [B, K]
-        seq = tf.gather(alive_seq, beam, batch_dims=1)  # [B, K, L]
+        seq = tf.gather(state.alive_seq, beam, batch_dims=1)  # [B, K, L]
         seq = tf.where(positions[None, None, :] == step, token[:, :, None], seq)
 
         length = step + 1
@@ -288,15 +310,17 @@ def beam_search(
             finishing, top_log_prob / length_penalty(length, alpha), _NEG_INF)
 
         # Merge the new finished candidates into the n best so far (old ones win ties).
-        merged_score = tf.concat([fin_score, candidate_score], axis=1)  # [B, N + K]
-        merged_seq = tf.concat([fin_seq, seq], axis=1)  # [B, N + K, L]
-        merged_len = tf.concat([fin_len, tf.fill(tf.shape(candidate_score), length)], axis=1)
+        merged_score = tf.concat([state.finished_score, candidate_score], axis=1)  # [B, N + K]
+        merged_seq = tf.concat([state.finished_seq, seq], axis=1)  # [B, N + K, L]
+        merged_len = tf.concat(
+            [state.finished_length, tf.fill(tf.shape(candidate_score), length)], axis=1)
         new_score, keep = tf.math.top_k(merged_score, k=n)  # [B, N]
         frozen = done[:, None]
-        fin_score = tf.where(frozen, fin_score, new_score)
-        fin_len = tf.where(frozen, fin_len, tf.gather(merged_len, keep, batch_dims=1))
-        fin_seq = tf.where(
-            frozen[:, :, None], fin_seq, tf.gather(merged_seq, keep, batch_dims=1))
+        finished_score = tf.where(frozen, state.finished_score, new_score)
+        finished_length = tf.where(
+            frozen, state.finished_length, tf.gather(merged_len, keep, batch_dims=1))
+        finished_seq = tf.where(
+            frozen[:, :, None], state.finished_seq, tf.gather(merged_seq, keep, batch_dims=1))
 
         alive_log_prob = tf.where(finishing | frozen, _NEG_INF, top_log_prob)
         cache = _reorder_cache(cache, tf.reshape(beam + row_offsets, [-1]))
@@ -305,22 +329,26 @@ def beam_search(
         no_alive = tf.math.is_inf(best_alive)
         done = done | at_max | no_alive
         if early_stopping:
-            done = done | (fin_score[:, n - 1] >= best_alive / max_length_penalty)
-        ids = tf.reshape(token, [-1])
-        return step + 1, done, ids, alive_log_prob, seq, fin_seq, fin_score, fin_len, cache
+            done = done | (finished_score[:, n - 1] >= best_alive / max_length_penalty)
+        return (_BeamState(
+            step=step + 1, done=done, ids=tf.reshape(token, [-1]),
+            alive_log_prob=alive_log_prob, alive_seq=seq, finished_seq=finished_seq,
+            finished_score=finished_score, finished_length=finished_length, cache=cache),)
 
-    loop_vars = (
-        tf.constant(0, tf.int32),
-        tf.zeros([batch_size], tf.bool),
-        tf.fill([batch_size * k], tf.constant(bos_id, tf.int32)),
-        initial_alive,
-        tf.fill([batch_size, k, max_len], tf.constant(pad_id, tf.int32)),
-        tf.fill([batch_size, n, max_len], tf.constant(pad_id, tf.int32)),
-        tf.fill([batch_size, n], tf.constant(_NEG_INF, tf.float32)),
-        tf.zeros([batch_size, n], tf.int32),
-        tf.nest.map_structure(lambda x: tile_beams(x, k), initial_cache),
+    initial = _BeamState(
+        step=tf.constant(0, tf.int32),
+        done=tf.zeros([batch_size], tf.bool),
+        ids=tf.fill([batch_size * k], tf.constant(bos_id, tf.int32)),
+        alive_log_prob=initial_alive,
+        alive_seq=tf.fill([batch_size, k, max_len], tf.constant(pad_id, tf.int32)),
+        finished_seq=tf.fill([batch_size, n, max_len], tf.constant(pad_id, tf.int32)),
+        finished_score=tf.fill([batch_size, n], tf.constant(_NEG_INF, tf.float32)),
+        finished_length=tf.zeros([batch_size, n], tf.int32),
+        cache=tf.nest.map_structure(lambda x: tile_beams(x, k), initial_cache),
     )
-    step, _, _, _, _, fin_seq, fin_score, fin_len, _ = tf.while_loop(cond, body, loop_vars)
+    (final,) = tf.while_loop(cond, body, (initial,))
+    step, fin_seq, fin_score, fin_len = (
+        final.step, final.finished_seq, final.finished_score, final.finished_length)
 
     valid = tf.math.is_finite(fin_score)
     return SearchResult(

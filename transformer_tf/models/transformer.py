@@ -5,6 +5,7 @@ import keras
 import tensorflow as tf
 
 from transformer_tf.config import PAD_ID, ModelConfig
+from transformer_tf.decoding.model_search import DecoderState
 from transformer_tf.layers.decoder_layer import DecoderLayer
 from transformer_tf.layers.encoder_layer import EncoderLayer
 from transformer_tf.layers.masks import attention_mask, padding_mask
@@ -13,12 +14,12 @@ from transformer_tf.layers.position_encoding import (
     SinusoidalPositionEncoding,
 )
 from transformer_tf.layers.shared_embedding import SharedEmbedding
-from transformer_tf.training.step import Seq2SeqTrainingMixin
+from transformer_tf.models.contract import Seq2SeqModel
 
 
 @keras.saving.register_keras_serializable(package="transformer_tf")
-class Transformer(Seq2SeqTrainingMixin, keras.Model):
-    """Encoder-decoder Transformer for translation.
+class Transformer(Seq2SeqModel):
+    """Encoder-decoder Transformer for translation (a `Seq2SeqModel`, see models/contract.py).
 
     Args:
       config: a `ModelConfig` (or its `get_config()` dict).
@@ -33,9 +34,8 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
       float32 logits [batch, target_length, target_vocab_size]; position t predicts
       the target token after target_input_ids[:, t].
 
-    Training: `compile(optimizer)` then `fit` on ((source_ids, target_input_ids), labels);
-    the loss is built in (label-smoothed cross-entropy over real target tokens, see
-    `transformer_tf.training.step`), so no `loss=` is given to `compile`.
+    Training wraps it in `transformer_tf.training.trainer.Seq2SeqTrainer`, which owns the
+    loss (label-smoothed cross-entropy over real target tokens).
 
     Inference uses `encode`, `init_cache` and `decode_step` (one token at a time, with
     the decoder self-attention cache and the encoder keys/values computed once).
@@ -45,13 +45,14 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
       >>> logits = model((source_ids, target_input_ids))
     """
 
+    family = "transformer"
+
     def __init__(self, config: ModelConfig | dict, **kwargs):
         super().__init__(**kwargs)
         if isinstance(config, dict):
             config = ModelConfig.from_config(config)
         self.config = config
         c = config
-        self._create_token_metrics()
         policy = self.dtype_policy
 
         self.source_embedding = SharedEmbedding(
@@ -127,44 +128,30 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
                 norm.build(hidden)
         self.built = True
 
-    # ------------------------------------------------------------------ checks
-    def _check_ids(self, ids, vocab_size, name):
-        """Rank, range and length checks with messages that say what was expected."""
-        if ids.shape.rank is not None and ids.shape.rank != 2:
-            raise ValueError(
-                f"{name}: expected token ids of shape [batch, length], got shape {ids.shape}")
-        if not ids.dtype.is_integer:
-            raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype.name}")
-        ids = tf.cast(ids, tf.int32)
-        checks = [
-            tf.debugging.assert_non_negative(
-                ids, message=f"{name}: token ids must be >= 0"),
-            tf.debugging.assert_less(
-                ids, vocab_size,
-                message=f"{name}: token ids must be < vocabulary size {vocab_size}"),
-            tf.debugging.assert_less_equal(
-                tf.shape(ids)[1], self.config.max_position,
-                message=f"{name}: length exceeds max_position={self.config.max_position}"),
-        ]
-        with tf.control_dependencies(checks):
-            return tf.identity(ids)
+    # ------------------------------------------------------------------ contract sizes
+    @property
+    def source_vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.config.resolved_target_vocab_size
+
+    @property
+    def max_source_length(self) -> int:
+        return self.config.max_position
+
+    @property
+    def max_target_length(self) -> int:
+        return self.config.max_position
+
+    @property
+    def model_width(self) -> int:
+        return self.config.d_model
 
     # ------------------------------------------------------------------ training pass
     def call(self, inputs, training=None):
-        if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
-            raise ValueError(
-                "Transformer expects inputs (source_ids, target_input_ids), got "
-                f"{type(inputs).__name__}")
-        source_ids, target_input_ids = inputs
-        source_ids = self._check_ids(source_ids, self.config.vocab_size, "source_ids")
-        target_input_ids = self._check_ids(
-            target_input_ids, self.config.resolved_target_vocab_size, "target_input_ids")
-        source_shape, target_shape = source_ids.shape, target_input_ids.shape
-        if (source_shape[0] is not None and target_shape[0] is not None
-                and source_shape[0] != target_shape[0]):
-            raise ValueError(
-                f"source_ids and target_input_ids must have the same batch size, got "
-                f"{source_shape[0]} and {target_shape[0]}")
+        source_ids, target_input_ids = self.check_inputs(inputs)
         encoder_output, source_valid = self.encode(source_ids, training=training)
         return self.decode(target_input_ids, encoder_output, source_valid, training=training)
 
@@ -214,64 +201,60 @@ class Transformer(Seq2SeqTrainingMixin, keras.Model):
         return self.output_projection.logits(x, kernel=output_kernel)
 
     # ------------------------------------------------------------------ inference
-    def init_cache(self, encoder_output, source_valid, max_length):
-        """The decoding cache for sentences of at most `max_length` target positions.
+    def init_cache(self, encoded, max_length) -> DecoderState:
+        """The decoding state for outputs of at most `max_length` target positions.
 
-        Returns a dict whose tensors all lead with the batch dimension (so a beam search
-        can tile and reorder them): "source_valid" [batch, source_length] and per decoder
-        layer "self_key"/"self_value" zeros [batch, heads, max_length, d_k|d_v] and
-        "cross_key"/"cross_value" [batch, heads, source_length, d_k|d_v] computed once.
+        Args:
+          encoded: `encode`'s (encoder_output, source_valid).
+          max_length: int scalar, positions of the self-attention caches.
+
+        Returns:
+          DecoderState with
+            per_sentence: {"source_valid": bool [batch, source_length], "layers": per
+              decoder layer {"cross_key", "cross_value"} [batch, heads, source_length,
+              d_k|d_v]} (the encoder keys/values, computed once);
+            per_beam: per decoder layer {"self_key", "self_value"} zeros [batch, heads,
+              max_length, d_k|d_v];
+            constants: {"output_kernel": [d_model, vocab]}, the output projection's W^T
+              prepared once per search (TF would otherwise redo it at every step).
         """
+        encoder_output, source_valid = encoded
         batch_size = tf.shape(encoder_output)[0]
-        layers = []
+        cross, own = [], []
         for layer in self.decoder_layers:
             self_key, self_value = layer.self_attention.empty_cache(batch_size, max_length)
             cross_key, cross_value = layer.cross_attention.project_key_value(encoder_output)
-            layers.append({"self_key": self_key, "self_value": self_value,
-                           "cross_key": cross_key, "cross_value": cross_value})
-        return {"source_valid": source_valid, "layers": layers}
+            cross.append({"cross_key": cross_key, "cross_value": cross_value})
+            own.append({"self_key": self_key, "self_value": self_value})
+        return DecoderState(
+            per_sentence={"source_valid": source_valid, "layers": cross},
+            per_beam=own,
+            constants={"output_kernel": self.output_projection.output_kernel()})
 
-    def decoding_weights(self):
-        """Weights rearranged once per search for `decode_step` (loop invariants that TF
-        would otherwise recompute at every step): {"output_kernel": [d_model, vocab]}."""
-        return {"output_kernel": self.output_projection.output_kernel()}
-
-    def decode_step(self, ids, step, cache, weights=None):
-        """One decoding step with the cache.
+    def decode_step(self, ids, step, state: DecoderState):
+        """One decoding step.
 
         Args:
           ids: int [batch], the token at position `step` (BOS at step 0).
           step: int scalar, the position of `ids`.
-          cache: from `init_cache` or a previous step.
-          weights: optional `decoding_weights()`, computed once outside the decoding loop
-            (same result, faster).
+          state: from `init_cache` or a previous step.
 
         Returns:
-          (float32 logits [batch, target_vocab_size] for position step + 1, new cache).
+          (float32 logits [batch, target_vocab_size] for position step + 1, the state with
+          the self-attention caches updated at `step`).
         """
         ids = tf.cast(ids, tf.int32)[:, None]  # (batch, 1)
         x = self.target_embedding(ids)
         x = x + self.target_positions(x, offset=step)
-        max_length = tf.shape(cache["layers"][0]["self_key"])[2]
+        max_length = tf.shape(state.per_beam[0]["self_key"])[2]
         # Keys at positions 0..step exist; (1, 1, max_length) broadcasts over the batch.
         self_mask = (tf.range(max_length) <= step)[None, None, :]
-        cross_mask = cache["source_valid"][:, None, :]
-        new_layers = []
-        for layer, layer_cache in zip(self.decoder_layers, cache["layers"]):
-            x, layer_cache = layer(x, None, self_mask, cross_mask, cache=layer_cache, step=step)
-            new_layers.append(layer_cache)
-        output_kernel = None if weights is None else weights["output_kernel"]
-        logits = self._logits(x, output_kernel)[:, 0, :]
-        return logits, {**cache, "layers": new_layers}
-
-    # ------------------------------------------------------------------ serialisation
-    def get_config(self):
-        return {"config": self.config.get_config(), "name": self.name}
-
-    @classmethod
-    def from_config(cls, config, custom_objects=None):
-        config = dict(config)
-        model_config = config.pop("config")
-        config.pop("trainable", None)
-        config.pop("dtype", None)
-        return cls(model_config, **config)
+        cross_mask = state.per_sentence["source_valid"][:, None, :]
+        new_per_beam = []
+        for layer, cross, own in zip(self.decoder_layers, state.per_sentence["layers"],
+                                     state.per_beam):
+            x, layer_cache = layer(x, None, self_mask, cross_mask, cache={**cross, **own},
+                                   step=step)
+            new_per_beam.append({k: layer_cache[k] for k in own})
+        logits = self._logits(x, state.constants["output_kernel"])[:, 0, :]
+        return logits, state._replace(per_beam=new_per_beam)

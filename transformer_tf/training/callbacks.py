@@ -69,8 +69,7 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         step = _current_step(self.model)
-        # With gradient accumulation several batches end at the same step: write once,
-        # when the step is made (never for a window without steps).
+        # Never a write for a window without steps (loss scaling may skip an update).
         if step % self.log_every != 0 or step == self._window_first_step or not logs:
             return
         now = time.perf_counter()
@@ -123,15 +122,18 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
       every_minutes: wall-clock period (paper: 10 minutes).
       enabled: False on workers that must not write.
       batches: an int64 variable saved with the checkpoints (see
-        `checkpoints.make_manager`); incremented after every training batch, so it holds
-        the data position.
+        `checkpoints.make_manager`); incremented after every training step by the batches
+        it consumed, so it holds the data position.
+      batches_per_step: input batches per step (the micro-batches of gradient
+        accumulation).
     """
 
     def __init__(self, manager, every_minutes: float, enabled: bool = True,
-                 batches: tf.Variable | None = None):
+                 batches: tf.Variable | None = None, batches_per_step: int = 1):
         super().__init__()
         self.manager = manager
         self.batches = batches
+        self.batches_per_step = batches_per_step
         self.every_seconds = every_minutes * 60.0
         self.enabled = enabled
         self.frozen = False
@@ -154,7 +156,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         if self.batches is not None:
-            self.batches.assign_add(1)
+            self.batches.assign_add(self.batches_per_step)
         if self._due():
             self._save()
 

@@ -7,6 +7,8 @@ import keras
 import tensorflow as tf
 
 from transformer_tf.config import DecodingConfig
+from transformer_tf.data.source_text import encode_sources
+from transformer_tf.decoding.model_search import search_model
 from transformer_tf.evaluation import corpus_bleu
 
 logger = logging.getLogger(__name__)
@@ -18,6 +20,7 @@ class ValidationTranslations(keras.callbacks.Callback):
     first `num_examples` source / reference / hypothesis triples) in the validation run.
 
     Args:
+      network: the model being trained (a Seq2SeqModel; `trainer.network`).
       tokenizer: the shared BpeTokenizer.
       sources, references: the dev subset (lists of str, same length).
       monitor: the run's TrainingMonitor (it owns the validation writer).
@@ -26,29 +29,32 @@ class ValidationTranslations(keras.callbacks.Callback):
       max_extra_length: output limit = input length + this.
     """
 
-    def __init__(self, tokenizer, sources, references, monitor, batch_size: int = 64,
+    def __init__(self, network, tokenizer, sources, references, monitor, batch_size: int = 64,
                  num_examples: int = 5, max_extra_length: int = 50):
         super().__init__()
         if len(sources) != len(references):
             raise ValueError(f"{len(sources)} dev sources but {len(references)} references")
+        self.network = network
         self.tokenizer = tokenizer
         self.sources, self.references = list(sources), list(references)
         self.monitor = monitor
         self.batch_size = batch_size
         self.num_examples = num_examples
         self.decoding = DecodingConfig(beam_size=1, max_extra_length=max_extra_length)
-        self._translator = None
         self.history: list[tuple[int, float]] = []
+        self._translate_batch = tf.function(self._translate_text, reduce_retracing=True)
+
+    def _translate_text(self, text):
+        source_ids, _, empty = encode_sources(
+            self.tokenizer, text, self.network.max_source_length - 1)
+        result = search_model(self.network, source_ids, self.decoding)
+        return tf.where(empty, "", self.tokenizer.detokenize(result.ids[:, 0, :]))
 
     def translate(self) -> list[str]:
-        from transformer_tf.export.translator import Translator
-        if self._translator is None:
-            self._translator = Translator(self.model, self.tokenizer, self.decoding)
         hypotheses = []
         for start in range(0, len(self.sources), self.batch_size):
-            batch = tf.constant(self.sources[start:start + self.batch_size])
-            out = self._translator.translate(batch)["translation"].numpy()
-            hypotheses += [t.decode("utf-8", errors="replace") for t in out]
+            out = self._translate_batch(tf.constant(self.sources[start:start + self.batch_size]))
+            hypotheses += [t.decode("utf-8", errors="replace") for t in out.numpy()]
         return hypotheses
 
     def on_epoch_end(self, epoch, logs=None):

@@ -13,6 +13,9 @@ from tqdm import tqdm
 
 from transformer_tf.config import DecodingConfig
 from transformer_tf.data.bpe import python_processor
+from transformer_tf.decoding.search import check_n_best
+from transformer_tf.inference import loading
+from transformer_tf.inference.translator import Translator
 
 logger = logging.getLogger(__name__)
 
@@ -65,26 +68,23 @@ def load_translator(model: str | None = None, model_dir: str | None = None,
     A SavedModel's own signatures are used when the requested search settings are those it
     was exported with; otherwise the model is rebuilt from its variables with the new ones.
     """
-    from transformer_tf.export import saved_model as saved_model_lib
-    from transformer_tf.export.translator import Translator
-
     overrides = dict(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
     if (model is None) == (model_dir is None):
         raise ValueError("give exactly one of a SavedModel directory or a model directory")
     if model_dir is not None:
-        net, tokenizer, run, _ = saved_model_lib.load_trained(model_dir, checkpoint, **overrides)
+        net, tokenizer, run, _ = loading.load_trained(model_dir, checkpoint, **overrides)
         return _from_translator(Translator(net, tokenizer, run.decoding, n_best=n_best), n_best)
-    info = saved_model_lib.read_export_info(model)
+    info = loading.read_export_info(model)
     exported = DecodingConfig.from_config(info["decoding"])
     decoding = exported.with_overrides(**overrides)
-    if n_best > decoding.beam_size:
-        raise ValueError(f"--n-best {n_best} exceeds the beam size {decoding.beam_size}")
+    check_n_best(n_best, decoding.beam_size)
     if decoding != exported or n_best > info.get("n_best", 1):
         return _from_translator(
-            saved_model_lib.translator_from_saved_model(model, decoding), n_best)
+            loading.translator_from_saved_model(model, decoding, n_best=n_best), n_best)
     loaded = tf.saved_model.load(str(model))
-    proto = saved_model_lib.read_bpe_model(model)
-    max_source_tokens = info["model"]["max_position"] - 1
+    proto = loading.read_bpe_model(model)
+    # Exports written before "max_source_tokens" was recorded were all Transformers.
+    max_source_tokens = info.get("max_source_tokens", info["model"].get("max_position", 0) - 1)
     serving, nbest = loaded.signatures["serving_default"], loaded.signatures["translate_nbest"]
     return LoadedTranslator(_batch_fn(lambda text: serving(text=text),
                                       lambda text: nbest(text=text), n_best),

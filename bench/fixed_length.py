@@ -1,0 +1,15 @@
+"""The search the decoding benchmarks time: the library's own search over the model
+(`search_with_lengths`, what `search_model` runs in production), with EOS forbidden so
+that every sentence produces exactly `length` tokens, and static lengths (XLA compiles it
+once)."""
+from __future__ import annotations
+
+from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
+from transformer_tf.decoding.model_search import search_with_lengths
+
+
+def fixed_length_search(model, source_ids, beam_size: int, alpha: float, length: int):
+    """SearchResult of exactly `length` tokens per sentence (n_best 1)."""
+    return search_with_lengths(
+        model, source_ids, beam_size=beam_size, alpha=alpha, n_best=1, max_lengths=length,
+        cache_length=length, max_decode_length=length, forbidden_ids=(PAD_ID, BOS_ID, EOS_ID))

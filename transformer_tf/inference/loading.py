@@ -1,0 +1,81 @@
+"""Loading a trained model for inference: from a training run's model directory or from an
+exported SavedModel (whose layout `transformer_tf.export.saved_model` writes).
+
+A SavedModel written by transformer_tf carries, besides the graph and variables,
+`assets.extra/transformer_tf.json` (family, model and decoding configs) and
+`assets.extra/bpe.model` (the tokenizer), so tools can rebuild the model with other
+search settings. TF Serving ignores assets.extra.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+from transformer_tf.config import DecodingConfig
+from transformer_tf.data.bpe import BpeTokenizer
+from transformer_tf.inference.translator import Translator
+from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
+from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+
+EXPORT_INFO = "transformer_tf.json"
+BPE_MODEL = "bpe.model"
+EXTRA_DIR = "assets.extra"
+
+
+def pick_checkpoint(model_dir, checkpoint=None) -> str:
+    """`checkpoint` if given, else the averaged checkpoint if there is one, else the latest."""
+    if checkpoint:
+        return str(checkpoint)
+    averaged = model_dir_lib.averaged_prefix(model_dir)
+    if averaged.with_name(averaged.name + ".index").exists():
+        return str(averaged)
+    found = checkpoints.list_checkpoints(model_dir)
+    if not found:
+        raise FileNotFoundError(f"{model_dir}: no checkpoint found (train first)")
+    return found[-1]
+
+
+def load_trained(model_dir, checkpoint=None, **decoding_overrides):
+    """(model, tokenizer, run_config, checkpoint_path) of a training run's model directory;
+    the run config's decoding settings with `decoding_overrides` (beam_size=, alpha=,
+    max_extra_length=; None = keep), checked before anything is loaded. Reads only the
+    model directory (its run config, tokenizer and checkpoints)."""
+    run = model_dir_lib.read_run_config(model_dir)
+    run = dataclasses.replace(run, decoding=run.decoding.with_overrides(**decoding_overrides))
+    path = pick_checkpoint(model_dir, checkpoint)
+    model = build_model(run.family, run.model)
+    checkpoints.load_weights(model, path)
+    tokenizer = BpeTokenizer(model_dir_lib.read_tokenizer_proto(model_dir))
+    return model, tokenizer, run, path
+
+
+def read_export_info(saved_model_dir) -> dict:
+    path = pathlib.Path(saved_model_dir) / EXTRA_DIR / EXPORT_INFO
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: not a SavedModel exported by transformer_tf")
+    return json.loads(path.read_text())
+
+
+def read_bpe_model(saved_model_dir) -> bytes:
+    """The sentencepiece model proto exported with the SavedModel."""
+    return (pathlib.Path(saved_model_dir) / EXTRA_DIR / BPE_MODEL).read_bytes()
+
+
+def model_from_saved_model(saved_model_dir):
+    """(model, tokenizer, export_info): the model rebuilt from a SavedModel's variables."""
+    saved_model_dir = pathlib.Path(saved_model_dir)
+    info = read_export_info(saved_model_dir)
+    if "family" in info:
+        model = build_model(info["family"], info["model"])
+    else:  # exported before the format recorded the family
+        model = build_model(DEFAULT_FAMILY, model_dir_lib.upgrade_format_1_model(info["model"]))
+    checkpoints.load_weights(model, saved_model_dir / "variables" / "variables")
+    return model, BpeTokenizer(read_bpe_model(saved_model_dir)), info
+
+
+def translator_from_saved_model(saved_model_dir, decoding: DecodingConfig,
+                                n_best: int | None = None) -> Translator:
+    """A fresh Translator with other search settings, weights read from a SavedModel."""
+    model, tokenizer, _ = model_from_saved_model(saved_model_dir)
+    return Translator(model, tokenizer, decoding, n_best=n_best)

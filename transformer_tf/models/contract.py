@@ -1,0 +1,134 @@
+"""The sequence-to-sequence contract: what data, training, search, export and serving
+need from a model family (the Transformer, ConvS2S, a test's toy model ...).
+
+A model is a `keras.Model` subclass of `Seq2SeqModel` that implements:
+
+    call((source_ids [B, S], target_input_ids [B, T]), training) -> logits [B, T, V]
+        Teacher forcing: position t predicts the target token after target_input_ids[:, t].
+        Ids are int, PAD_ID-padded; source = tokens + EOS, target input = BOS + tokens.
+    encode(source_ids [B, S], training=False) -> encoded
+        Any nested structure of tensors; only the model's own `init_cache` reads it.
+    init_cache(encoded, max_length) -> DecoderState
+        The decoding state for outputs of at most `max_length` tokens. The model declares
+        which tensors are `per_sentence` (fixed: tiled once per beam), `per_beam` (updated
+        every step: reordered with the beams) and `constants` (no batch dimension).
+    decode_step(ids [B], step, state) -> (logits [B, V], DecoderState)
+        `ids` is the token at position `step` (BOS at step 0); the logits predict position
+        step + 1. Only `per_beam` may change; the new state keeps its structure and shapes.
+
+and the properties `source_vocab_size`, `target_vocab_size`, `max_source_length`,
+`max_target_length` (largest sequence lengths, specials included), `model_width` (the
+width d whose d^-0.5 scales the paper's learning-rate schedule), plus `config` (a
+serialisable config dataclass) and the class attribute `family` (its name in run
+directories, see `transformer_tf.models.registry`).
+
+Optionally, `attention_weights(source_ids, target_input_ids)` returns the attention
+probabilities of one teacher-forced pass for inspection (see its docstring).
+
+Losses are not part of a model: `transformer_tf.training` owns them, so a model has no
+training knob (label smoothing lives in TrainingConfig).
+"""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from transformer_tf.decoding.model_search import DecoderState
+
+__all__ = ["DecoderState", "Seq2SeqModel", "check_ids"]
+
+
+def check_ids(ids, vocab_size: int, max_length: int, name: str) -> tf.Tensor:
+    """int32 `ids` [batch, length] after rank, dtype, range and length checks whose
+    messages say what was expected (graph-mode assertions for the value checks)."""
+    if ids.shape.rank is not None and ids.shape.rank != 2:
+        raise ValueError(
+            f"{name}: expected token ids of shape [batch, length], got shape {ids.shape}")
+    if not ids.dtype.is_integer:
+        raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype.name}")
+    ids = tf.cast(ids, tf.int32)
+    checks = [
+        tf.debugging.assert_non_negative(ids, message=f"{name}: token ids must be >= 0"),
+        tf.debugging.assert_less(
+            ids, vocab_size, message=f"{name}: token ids must be < vocabulary size {vocab_size}"),
+        tf.debugging.assert_less_equal(
+            tf.shape(ids)[1], max_length,
+            message=f"{name}: length exceeds the model's maximum length {max_length}"),
+    ]
+    with tf.control_dependencies(checks):
+        return tf.identity(ids)
+
+
+class Seq2SeqModel(keras.Model):
+    """Base class of the model families; see the module docstring for the contract.
+
+    Subclasses set `family`, store their config dataclass as `self.config`, and implement
+    the methods below. `get_config`/`from_config` round-trip through that config.
+    """
+
+    family: str = ""
+
+    # ---------------------------------------------------------------- to implement
+    def encode(self, source_ids, training=False):
+        raise NotImplementedError
+
+    def init_cache(self, encoded, max_length) -> DecoderState:
+        raise NotImplementedError
+
+    def decode_step(self, ids, step, state: DecoderState):
+        raise NotImplementedError
+
+    @property
+    def source_vocab_size(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def target_vocab_size(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def max_source_length(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def max_target_length(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def model_width(self) -> int:
+        raise NotImplementedError
+
+    def attention_weights(self, source_ids, target_input_ids):
+        """Attention probabilities of one teacher-forced pass, for inspection; families
+        that support it override this."""
+        raise NotImplementedError(f"{type(self).__name__} does not expose attention weights")
+
+    # ---------------------------------------------------------------- shared
+    def check_inputs(self, inputs):
+        """(source_ids, target_input_ids) as int32 after the checks of `check_ids` and a
+        batch-size check; raises ValueError naming what is wrong."""
+        if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
+            raise ValueError(
+                f"{type(self).__name__} expects inputs (source_ids, target_input_ids), got "
+                f"{type(inputs).__name__}")
+        source_ids = check_ids(inputs[0], self.source_vocab_size, self.max_source_length,
+                               "source_ids")
+        target_input_ids = check_ids(inputs[1], self.target_vocab_size,
+                                     self.max_target_length, "target_input_ids")
+        source_batch, target_batch = source_ids.shape[0], target_input_ids.shape[0]
+        if source_batch is not None and target_batch is not None and source_batch != target_batch:
+            raise ValueError(
+                f"source_ids and target_input_ids must have the same batch size, got "
+                f"{source_batch} and {target_batch}")
+        return source_ids, target_input_ids
+
+    def get_config(self):
+        return {"config": self.config.get_config(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        model_config = config.pop("config")
+        config.pop("trainable", None)
+        config.pop("dtype", None)
+        return cls(model_config, **config)
