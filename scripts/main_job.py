@@ -36,15 +36,21 @@ def main(argv=None):
                                            "(default runs/<dataset>_<src>_<tgt>)")
     parser.add_argument("--preset", choices=PRESET_NAMES, default="multi30k",
                         help="model preset (default multi30k)")
-    parser.add_argument("--train-minutes", type=float, default=20.0,
+    parser.add_argument("--train-minutes", type=float, default=60.0,
                         help="training time budget of this invocation in minutes "
-                             "(default 20; 0 = no time limit, then give --epochs/--max-steps)")
+                             "(default 60; 0 = no time limit, then give --epochs/--max-steps)")
+    parser.add_argument("--precision", default="auto",
+                        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+                        help="dtype policy (default auto: mixed_bfloat16 on CPUs with native "
+                             "bfloat16, float32 elsewhere)")
     parser.add_argument("--epochs", type=float, help="train this many epochs in total")
     parser.add_argument("--max-steps", type=int, help="train this many steps in total")
     parser.add_argument("--eval-every", type=int, default=500,
                         help="steps between validation loss/BLEU (default 500)")
     parser.add_argument("--average-last", type=int,
-                        help="checkpoints to average (default: the preset's, 5)")
+                        help="checkpoints to average, from the last 20%% of training; the "
+                             "average is kept only if it beats the latest checkpoint on the "
+                             "dev set (default: the preset's, 5)")
     parser.add_argument("--beam-size", type=int, default=4, help="beam size (default 4)")
     parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (default 0.6)")
     parser.add_argument("--test-limit", type=int, help="decode only the first N test sentences")
@@ -64,6 +70,7 @@ def main(argv=None):
     logging.getLogger("absl").setLevel(logging.WARNING)
 
     from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig, parse_overrides
+    # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.recipe import RecipeOptions, format_summary, run_recipe
 
     try:
@@ -83,7 +90,8 @@ def main(argv=None):
         export_name=args.export_name, export_version=args.export_version,
         saved_models_dir=args.saved_models_dir,
         model_overrides=overrides[0], training_overrides=overrides[1],
-        validation_sentences=args.validation_sentences, verbose=0 if args.quiet else 1)
+        validation_sentences=args.validation_sentences, precision=args.precision,
+        verbose=0 if args.quiet else 1)
     summary = run_recipe(options)
     print(format_summary(summary))
     return 0

@@ -47,9 +47,11 @@ def main(argv=None):
     dist.add_argument("--cpu-devices", type=int,
                       help="split the CPU into N logical devices (to run the mirrored path "
                            "without GPUs)")
-    parser.add_argument("--precision", choices=("float32", "mixed_float16", "mixed_bfloat16"),
-                        default="float32",
-                        help="mixed_float16 adds dynamic loss scaling (default float32)")
+    parser.add_argument("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+                        default="auto",
+                        help="dtype policy; mixed_float16 adds dynamic loss scaling; auto (the "
+                             "default): mixed_bfloat16 on CPUs with native bfloat16 "
+                             "(AVX512-BF16/AMX), float32 elsewhere")
     parser.add_argument("--xla", action="store_true", help="compile the train step with XLA")
     parser.add_argument("--tokens-per-batch", type=int,
                         help="GLOBAL token budget per batch and side, padding included "
@@ -67,7 +69,9 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("absl").setLevel(logging.WARNING)
 
-    if args.cpu_devices:  # must precede any other TensorFlow work
+    # Imported after parsing (--help answers without loading TensorFlow), and the CPU split
+    # must precede any other TensorFlow work.
+    if args.cpu_devices:
         from transformer_tf.training.distribution import split_cpu
         split_cpu(args.cpu_devices)
     from transformer_tf.training.fit import TrainOptions, TrainingDiverged, train

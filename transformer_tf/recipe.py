@@ -1,9 +1,11 @@
-"""The main job, end to end: prepare, train, average, decode, score, export, translate.
+"""The main job, end to end: prepare, train, average and choose on the dev set, decode,
+score, export, translate.
 
 `scripts/main_job.py` (the README's first command) runs `run_recipe`. An existing prepared
 directory is reused, and training resumes from the run's last checkpoint: with a step or
 epoch plan a finished run trains no further; with a time budget each invocation trains for
-another budget. Averaging, decoding, scoring and export are always redone.
+another budget. Averaging, the dev-set choice between the average and the latest
+checkpoint (inference/selection.py), decoding, scoring and export are always redone.
 
 Layout under `work_dir` (default runs/<dataset>_<src>_<tgt>):
     data/                      prepared corpus and shared BPE (scripts/prepare_data.py)
@@ -20,6 +22,20 @@ import json
 import logging
 import pathlib
 import time
+
+import tensorflow as tf
+
+from transformer_tf.data import bpe as bpe_lib
+from transformer_tf.data.prepare import prepare_dataset
+from transformer_tf.data.prepared import METADATA_FILE, load_prepared
+from transformer_tf.evaluation import evaluate
+from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.export.saved_model import export_model_dir
+from transformer_tf.inference.batch import load_translator, translate_lines
+from transformer_tf.inference.selection import choose, score_on_dev
+from transformer_tf.training import checkpoints
+from transformer_tf.training.fit import TrainOptions, train
+from transformer_tf.training.model_dir import read_run_config
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +57,8 @@ class RecipeOptions:
     data_dir: str | None = None
     work_dir: str | None = None
     preset: str = "multi30k"
-    train_minutes: float | None = 20.0
+    train_minutes: float | None = 60.0
+    precision: str = "auto"
     epochs: float | None = None
     max_steps: int | None = None
     eval_every: int = 500
@@ -70,30 +87,29 @@ def _step(message: str):
 
 def run_recipe(options: RecipeOptions) -> dict:
     """Run every step; returns (and writes to summary.json) the summary."""
-    from transformer_tf.data.prepare import load_prepared, prepare_dataset
-    from transformer_tf.data import bpe as bpe_lib
-    from transformer_tf.evaluation import evaluate
-    from transformer_tf.evaluation.textfiles import read_lines
-    from transformer_tf.export.batch_translate import load_translator, translate_lines
-    from transformer_tf.export.saved_model import export_model_dir
-    from transformer_tf.training import checkpoints
-    from transformer_tf.training.fit import TrainOptions, train
-    from transformer_tf.training.model_dir import averaged_prefix, read_run_config
-
     started = time.monotonic()
+    stage_seconds: dict[str, float] = {}
+    clock = [time.monotonic()]
+
+    def stage_done(name: str) -> None:
+        now = time.monotonic()
+        stage_seconds[name] = round(now - clock[0], 1)
+        clock[0] = now
+
     work_dir = _resolved_work_dir(options)
     data_dir, model_dir = work_dir / "data", work_dir / "model"
     src, tgt = options.source_language, options.target_language
 
     _step(f"1/6 prepare {options.dataset} {src}->{tgt} with a shared BPE of "
           f"{options.vocab_size} pieces -> {data_dir}")
-    if (data_dir / "prepared.json").exists():
+    if (data_dir / METADATA_FILE).exists():
         prepared = load_prepared(data_dir)
         print(f"already prepared: {data_dir}")
     else:
         prepared = prepare_dataset(options.dataset, src, tgt, data_dir,
                                    bpe_options=bpe_lib.BpeOptions(vocab_size=options.vocab_size),
                                    data_dir=options.data_dir)
+    stage_done("prepare")
 
     _step(f"2/6 train preset {options.preset!r} -> {model_dir} "
           f"(TensorBoard: tensorboard --logdir {model_dir / 'logs'})")
@@ -102,12 +118,35 @@ def run_recipe(options: RecipeOptions) -> dict:
         model_overrides=options.model_overrides, training_overrides=options.training_overrides,
         max_steps=options.max_steps, epochs=options.epochs, max_minutes=options.train_minutes,
         eval_every=options.eval_every, validation_sentences=options.validation_sentences,
-        verbose=options.verbose))
+        precision=options.precision, verbose=options.verbose))
+    print(f"trained to step {result.step}, precision {result.precision} "
+          f"({result.precision_reason})")
     run = read_run_config(model_dir)
+    stage_done("train")
 
-    _step(f"3/6 average the last checkpoints -> {averaged_prefix(model_dir)}")
-    averaged = checkpoints.average_run(model_dir, options.average_last, allow_fewer=True)
-    print(f"averaged {[pathlib.Path(p).name for p in averaged.sources]} -> {averaged.path}")
+    average_last = options.average_last or run.training.average_last
+    _step(f"3/6 average the final checkpoints (up to {average_last}, from the last "
+          f"{checkpoints.TAIL_FRACTION:.0%} of training) and keep it only if it is better "
+          "than the latest on the dev set")
+    available = checkpoints.list_checkpoints(model_dir)
+    tail = checkpoints.tail_checkpoints(available, average_last)
+    search = dict(beam_size=options.beam_size, alpha=options.alpha)
+    scores = [score_on_dev("latest", model_dir, available[-1], prepared, **search)]
+    averaged = None
+    if len(tail) >= 2:
+        averaged = checkpoints.average_run(model_dir, average_last, allow_fewer=True,
+                                           tail_only=True)
+        scores.append(score_on_dev("averaged", model_dir, averaged.path, prepared, **search))
+        averaging_note = f"averaged {', '.join(pathlib.Path(p).name for p in averaged.sources)}"
+    else:
+        averaging_note = (f"not averaged: {len(tail)} checkpoint(s) in the final "
+                          f"{checkpoints.TAIL_FRACTION:.0%} of training")
+    chosen = choose(scores)
+    print(averaging_note)
+    for score in scores:
+        print(f"  {score.describe()}")
+    print(f"chosen: {chosen.name} ({pathlib.Path(chosen.checkpoint).name})")
+    stage_done("average_and_select")
 
     test_files = prepared.files("test")
     sources = read_lines(test_files.source)
@@ -116,51 +155,56 @@ def run_recipe(options: RecipeOptions) -> dict:
         sources, references = sources[:options.test_limit], references[:options.test_limit]
     _step(f"4/6 translate {len(sources)} test sentences (beam {options.beam_size}, "
           f"alpha {options.alpha}) and score them")
-    translator = load_translator(model_dir=str(model_dir), checkpoint=averaged.path,
-                                 beam_size=options.beam_size, alpha=options.alpha)
-    decode_start = time.monotonic()
+    translator = load_translator(model_dir=str(model_dir), checkpoint=chosen.checkpoint,
+                                 **search)
     translations, _ = translate_lines(translator, sources, options.batch_size,
                                       progress=options.verbose > 0)
-    decode_seconds = time.monotonic() - decode_start
     hypotheses = [row[0] for row in translations]
     hyp_path = work_dir / f"test.hyp.{tgt}"
     hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     report = evaluate(hypotheses, references, lang=tgt)
     (work_dir / "scores.json").write_text(report.to_json())
     print(report.format_text())
+    stage_done("test_decode_and_score")
 
     name = options.export_name or f"{options.dataset}_{src}_{tgt}"
     export_dir = pathlib.Path(options.saved_models_dir) / name / str(options.export_version)
     _step(f"5/6 export the SavedModel -> {export_dir}")
-    export_model_dir(model_dir, export_dir, checkpoint=averaged.path, overwrite=True,
-                     beam_size=options.beam_size, alpha=options.alpha)
+    export_model_dir(model_dir, export_dir, checkpoint=chosen.checkpoint, overwrite=True,
+                     **search)
+    stage_done("export")
 
     _step("6/6 translate through the exported serving_default signature")
-    import tensorflow as tf
     loaded = tf.saved_model.load(str(export_dir))
     demo = DEMO_SENTENCES.get(src, sources[:3])
     outputs = loaded.signatures["serving_default"](text=tf.constant(demo))
     demo_pairs = [(s, t.decode("utf-8")) for s, t in zip(demo, outputs["translation"].numpy())]
     for s, t in demo_pairs:
         print(f"  {s}\n  -> {t}")
+    stage_done("serve_demo")
 
-    scores = report.to_dict()
+    scores_dict = report.to_dict()
     summary = {
         "dataset": options.dataset, "direction": f"{src}-{tgt}", "preset": options.preset,
         "model_config": run.model.get_config(), "training_config": run.training.get_config(),
-        "parameters": averaged.parameters, "train_steps": result.step,
+        "parameters": int(translator.owner.model.count_params()), "train_steps": result.step,
         "resumed_from_step": result.start_step,
         "train_seconds_this_invocation": round(result.seconds, 1),
         "stopped_by": result.stopped_by,
-        "averaged_checkpoints": [str(p) for p in averaged.sources],
-        "test_sentences": len(sources), "decode_seconds": round(decode_seconds, 1),
-        "sacrebleu": scores.get("bleu"), "sacrebleu_signature": scores.get("signature"),
-        "chrf": scores.get("chrf"),
-        "bleu_lowercase_tokenized": scores.get("bleu_lowercase_tokenized"),
-        "bleu_paper_tokenized": scores.get("bleu_paper_tokenized"),
+        "precision": result.precision, "precision_reason": result.precision_reason,
+        "averaged_checkpoints": [str(p) for p in averaged.sources] if averaged else [],
+        "averaging": averaging_note,
+        "dev_scores": [dataclasses.asdict(score) for score in scores],
+        "chosen": chosen.name, "chosen_checkpoint": chosen.checkpoint,
+        "test_sentences": len(sources),
+        "sacrebleu": scores_dict.get("bleu"), "sacrebleu_signature": scores_dict.get("signature"),
+        "chrf": scores_dict.get("chrf"),
+        "bleu_lowercase_tokenized": scores_dict.get("bleu_lowercase_tokenized"),
+        "bleu_paper_tokenized": scores_dict.get("bleu_paper_tokenized"),
+        "stage_seconds": stage_seconds,
         "paths": {"work_dir": str(work_dir), "data_dir": str(data_dir),
                   "model_dir": str(model_dir), "tensorboard_logdir": str(model_dir / "logs"),
-                  "averaged_checkpoint": str(averaged.path), "hypotheses": str(hyp_path),
+                  "chosen_checkpoint": chosen.checkpoint, "hypotheses": str(hyp_path),
                   "scores": str(work_dir / "scores.json"), "saved_model": str(export_dir)},
         "demo_translations": demo_pairs,
         "total_seconds": round(time.monotonic() - started, 1),
@@ -169,21 +213,34 @@ def run_recipe(options: RecipeOptions) -> dict:
     return summary
 
 
+def _two_decimals(value) -> str:
+    return "n/a" if value is None else f"{float(value):.2f}"
+
+
 def format_summary(summary: dict) -> str:
     paths = summary["paths"]
+    dev = "; ".join(f"{s['name']} BLEU {s['bleu']:.2f} NLL {s['nll']:.3f}"
+                    for s in summary["dev_scores"])
+    stages = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in summary["stage_seconds"].items())
     lines = [
         "", "=" * 72, f"transformer_tf main job: {summary['dataset']} {summary['direction']}",
         "=" * 72,
         f"trained      to step {summary['train_steps']} (steps {summary['resumed_from_step']}"
-        f"-{summary['train_steps']} in {summary['train_seconds_this_invocation']} s) "
-        f"({summary['parameters']:,} parameters, preset {summary['preset']})",
-        f"sacreBLEU    {summary['sacrebleu']}  ({summary['sacrebleu_signature']})",
-        f"BLEU (lowercased, tokenized, Multi30k style)  {summary['bleu_lowercase_tokenized']}",
-        f"BLEU (paper-style tokenized)                  {summary['bleu_paper_tokenized']}",
-        f"chrF         {summary['chrf']}",
+        f"-{summary['train_steps']} in {summary['train_seconds_this_invocation']} s, "
+        f"{summary['precision']}) ({summary['parameters']:,} parameters, preset "
+        f"{summary['preset']})",
+        f"checkpoints  {summary['averaging']}",
+        f"dev set      {dev}; kept {summary['chosen']}",
+        f"sacreBLEU    {_two_decimals(summary['sacrebleu'])}  ({summary['sacrebleu_signature']})",
+        f"BLEU (lowercased, tokenized, Multi30k style)  "
+        f"{_two_decimals(summary['bleu_lowercase_tokenized'])}",
+        f"BLEU (paper-style tokenized)                  "
+        f"{_two_decimals(summary['bleu_paper_tokenized'])}",
+        f"chrF         {_two_decimals(summary['chrf'])}",
+        f"wall time    {stages}",
         f"model dir    {paths['model_dir']}",
         f"TensorBoard  tensorboard --logdir {paths['tensorboard_logdir']}",
-        f"averaged     {paths['averaged_checkpoint']}",
+        f"checkpoint   {paths['chosen_checkpoint']}",
         f"hypotheses   {paths['hypotheses']}",
         f"SavedModel   {paths['saved_model']}",
         f"summary      {paths['work_dir']}/summary.json",

@@ -15,11 +15,13 @@ atomically, so a run killed during a save leaves the previous checkpoint intact.
 from __future__ import annotations
 
 import dataclasses
-
 import pathlib
 
 import numpy as np
 import tensorflow as tf
+
+from transformer_tf.models.registry import build_model
+from transformer_tf.training import model_dir as model_dir_lib
 
 CHECKPOINT_SUBDIR = "checkpoints"
 
@@ -63,6 +65,32 @@ def restore_latest(manager: tf.train.CheckpointManager) -> int:
     if batches is not None and reader.has_tensor(BATCHES_KEY):
         batches.assign(reader.get_tensor(BATCHES_KEY))
     return int(checkpoint.optimizer.iterations.numpy())
+
+
+# Averaging candidates come from the final part of training only: the last TAIL_FRACTION of
+# the run's steps (the paper averages the last ~7% of a 12-hour run; a short run changes
+# faster, so its tail is wider). Saves closer than MIN_GAP_FRACTION of the run apart (an
+# end-of-training save a step after a periodic one) are the same point: the later counts.
+TAIL_FRACTION = 0.2
+MIN_GAP_FRACTION = 0.01
+
+
+def checkpoint_step(path) -> int:
+    """The step of a training checkpoint prefix `.../ckpt-<step>`."""
+    return int(str(path).rsplit("-", 1)[1])
+
+
+def tail_checkpoints(paths: list[str], last: int) -> list[str]:
+    """Up to `last` of `paths` (oldest first) fit for averaging: from the final
+    TAIL_FRACTION of the steps, near-duplicate saves counted once; oldest first."""
+    if not paths:
+        return []
+    final = checkpoint_step(paths[-1])
+    in_tail = [p for p in paths if checkpoint_step(p) >= (1.0 - TAIL_FRACTION) * final]
+    min_gap = MIN_GAP_FRACTION * final
+    distinct = [p for p, later in zip(in_tail, in_tail[1:] + [None])
+                if later is None or checkpoint_step(later) - checkpoint_step(p) >= min_gap]
+    return distinct[-last:]
 
 
 def list_checkpoints(model_dir) -> list[str]:
@@ -109,7 +137,7 @@ class AveragedCheckpoint:
 
 
 def average_run(model_dir, last: int | None = None, out=None,
-                allow_fewer: bool = False) -> AveragedCheckpoint:
+                allow_fewer: bool = False, tail_only: bool = False) -> AveragedCheckpoint:
     """Average the last `last` checkpoints of a training run (what the paper evaluates).
 
     Args:
@@ -118,13 +146,13 @@ def average_run(model_dir, last: int | None = None, out=None,
       out: checkpoint prefix to write (default MDIR/averaged/ckpt).
       allow_fewer: with fewer than `last` checkpoints, average those (the result's
         `requested` tells) instead of raising ValueError.
+      tail_only: candidates only from the final part of training (`tail_checkpoints`).
     """
-    from transformer_tf.models.transformer import Transformer
-    from transformer_tf.training import model_dir as model_dir_lib
-
     run = model_dir_lib.read_run_config(model_dir)
     last = last or run.training.average_last
     available = list_checkpoints(model_dir)
+    if tail_only:
+        available = tail_checkpoints(available, last)
     if not available:
         raise ValueError(f"{model_dir} has no checkpoints to average")
     if len(available) < last and not allow_fewer:
@@ -132,8 +160,7 @@ def average_run(model_dir, last: int | None = None, out=None,
         raise ValueError(f"{model_dir} has {len(available)} checkpoint(s) ({names}), fewer "
                          f"than --last {last}")
     selected = available[-last:]
-    model = Transformer(run.model)
-    model.build()
+    model = build_model(run.family, run.model)
     path = average_checkpoints(model, selected, out or model_dir_lib.averaged_prefix(model_dir))
     return AveragedCheckpoint(path=path, sources=selected, requested=last,
                               parameters=model.count_params())

@@ -18,20 +18,24 @@ import keras
 import tensorflow as tf
 
 from transformer_tf.config import ModelConfig, TrainingConfig, get_preset
-from transformer_tf.data.pipeline import (
-    DropCounter, make_evaluation_dataset, make_training_dataset)
-from transformer_tf.data.prepare import load_prepared
-from transformer_tf.models.transformer import Transformer
+from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
+from transformer_tf.data.prepared import load_prepared
+from transformer_tf.data.transforms import DropCounter
+from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
 from transformer_tf.training import callbacks as callbacks_lib
+from transformer_tf.training.accumulation import pack_micro_batches
 from transformer_tf.training import checkpoints, model_dir as model_dir_lib
 from transformer_tf.training.distribution import is_chief, make_strategy
 from transformer_tf.training.keras_workarounds import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
+from transformer_tf.training.precision import resolve_precision
 from transformer_tf.training.schedule import TransformerSchedule
+from transformer_tf.training.trainer import Seq2SeqTrainer
+from transformer_tf.training.validation import ValidationTranslations
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
 class TrainingDiverged(RuntimeError):
@@ -58,7 +62,7 @@ class TrainOptions:
     log_every: int = 100
     strategy: str = "default"
     devices: list | None = None
-    precision: str = "float32"
+    precision: str = "auto"
     jit_compile: bool = False
     validation_sentences: int = 200
     verbose: int = 1
@@ -74,49 +78,63 @@ class TrainResult:
     stopped_by: str  # "steps", "time"
     seconds: float
     start_step: int = 0  # the checkpoint step this run resumed from (0: a fresh start)
+    precision: str = "float32"  # the dtype policy used
+    precision_reason: str = ""
 
 
 def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
     preset = get_preset(options.preset)
     model = preset.model.replace(vocab_size=prepared.vocab_size, **options.model_overrides)
     training = preset.training.replace(**options.training_overrides)
-    return model_dir_lib.RunConfig(model=model, training=training, decoding=preset.decoding,
+    return model_dir_lib.RunConfig(model=model.resolved(), training=training,
+                                   decoding=preset.decoding,
                                    data_dir=str(pathlib.Path(options.data_dir).resolve()),
-                                   preset=options.preset)
+                                   preset=options.preset, family=preset.family)
 
 
 def build_model_and_optimizer(model_config: ModelConfig, training: TrainingConfig,
-                              jit_compile: bool = False):
-    """A compiled Transformer with the paper's Adam and schedule, variables created.
+                              jit_compile: bool = False,
+                              family: str = DEFAULT_FAMILY) -> Seq2SeqTrainer:
+    """A compiled `Seq2SeqTrainer` over a new model of `family`, with the paper's Adam and
+    schedule and the training config's label smoothing, variables created. The model
+    itself is `trainer.network`.
 
     Call under the strategy's scope. Under a mixed_float16 global policy `compile` wraps
     the optimizer in a LossScaleOptimizer (dynamic loss scaling).
     """
-    model = Transformer(model_config)
+    model = Seq2SeqTrainer(build_model(family, model_config),
+                           label_smoothing=training.label_smoothing,
+                           accumulation_steps=training.gradient_accumulation_steps)
     model.build()
     schedule = TransformerSchedule(
-        d_model=model_config.d_model, warmup_steps=training.warmup_steps,
-        scale=training.learning_rate_scale,
-        accumulation_steps=training.gradient_accumulation_steps)
-    accumulation = training.gradient_accumulation_steps
+        d_model=model.network.model_width, warmup_steps=training.warmup_steps,
+        scale=training.learning_rate_scale)
+    # Gradient accumulation happens in the trainer's step (one optimizer call per update).
     optimizer = FusedAdam(
         learning_rate=schedule, beta_1=training.adam_beta_1, beta_2=training.adam_beta_2,
-        epsilon=training.adam_epsilon, global_clipnorm=training.clip_norm,
-        gradient_accumulation_steps=accumulation if accumulation > 1 else None)
+        epsilon=training.adam_epsilon, global_clipnorm=training.clip_norm)
     model.compile(optimizer=optimizer, jit_compile=jit_compile)
     model.optimizer.build(model.trainable_variables)
     return model
 
 
-def _validation_translations(prepared, num_sentences: int, monitor):
+def _validation_translations(network, prepared, num_sentences: int, monitor):
     """Greedy BLEU and example translations on the first `num_sentences` dev pairs."""
-    from transformer_tf.evaluation.textfiles import read_lines
-    from transformer_tf.training.validation import ValidationTranslations
-
     files = prepared.files("valid")
     sources = read_lines(files.source)[:num_sentences]
     references = read_lines(files.target)[:num_sentences]
-    return ValidationTranslations(prepared.tokenizer, sources, references, monitor)
+    return ValidationTranslations(network, prepared.tokenizer, sources, references, monitor)
+
+
+def checkpoint_period(training: TrainingConfig, options: TrainOptions) -> float:
+    """Minutes between checkpoints: the config's, or shorter for a run planned by time
+    alone, so that `average_last` checkpoints fall in the final part of training that
+    averaging draws from (checkpoints.TAIL_FRACTION of the budget)."""
+    period = training.checkpoint_every_minutes
+    if options.max_minutes is not None and options.max_steps is None and options.epochs is None:
+        tail_minutes = options.max_minutes * checkpoints.TAIL_FRACTION
+        period = min(period, tail_minutes / training.average_last)
+    return period
 
 
 def count_batches(dataset: tf.data.Dataset) -> int:
@@ -126,8 +144,7 @@ def count_batches(dataset: tf.data.Dataset) -> int:
 
 def train(options: TrainOptions) -> TrainResult:
     """Train (or resume) the run in `options.model_dir`; returns where it stopped."""
-    if options.precision not in PRECISIONS:
-        raise ValueError(f"precision: expected one of {PRECISIONS}, got {options.precision!r}")
+    precision, precision_reason = resolve_precision(options.precision)
     plans = [x for x in (options.max_steps, options.epochs) if x is not None]
     if len(plans) > 1:
         raise ValueError("give at most one of max_steps and epochs")
@@ -141,15 +158,18 @@ def train(options: TrainOptions) -> TrainResult:
     if config_path.exists():
         model_dir_lib.check_resumable(model_dir_lib.read_run_config(model_dir), run, model_dir)
 
-    keras.mixed_precision.set_global_policy(options.precision)
+    keras.mixed_precision.set_global_policy(precision)
+    logger.info("precision %s (%s)", precision, precision_reason)
     strategy = make_strategy(options.strategy, options.devices)
     chief = is_chief(strategy)
     if chief:
         model_dir_lib.write_run_config(model_dir, run)
+        model_dir_lib.write_tokenizer(model_dir, prepared.bpe_model_path)
     keras.utils.set_random_seed(run.training.seed)
 
     with strategy.scope():
-        model = build_model_and_optimizer(run.model, run.training, options.jit_compile)
+        model = build_model_and_optimizer(run.model, run.training, options.jit_compile,
+                                          family=run.family)
     # Every worker restores from MDIR's checkpoints (MDIR must be on a file system the
     # workers share): workers resuming from different states would run different numbers
     # of steps and wait forever for each other. Only the chief writes checkpoints; saving
@@ -160,7 +180,7 @@ def train(options: TrainOptions) -> TrainResult:
     # number of batches consumed, counted and checkpointed (loss scaling may skip steps).
     accumulation = run.training.gradient_accumulation_steps
     batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
-    manager = checkpoints.make_manager(model, model.optimizer, model_dir,
+    manager = checkpoints.make_manager(model.network, model.optimizer, model_dir,
                                        run.training.keep_checkpoints, batches=batches)
     start_step = checkpoints.restore_latest(manager)
     start_batches = int(batches.numpy()) or start_step * accumulation  # older checkpoints
@@ -182,6 +202,8 @@ def train(options: TrainOptions) -> TrainResult:
     # validation loss covers every dev pair, in order (over-long sides truncated).
     drops = DropCounter()
     train_data = dataset("train", True, True, drops).skip(start_batches)
+    if accumulation > 1:  # each element: the `accumulation` batches of one update
+        train_data = train_data.apply(pack_micro_batches(accumulation))
     validation_data = (make_evaluation_dataset(prepared, "valid",
                                                max_length=run.training.max_length)
                        if "valid" in prepared.splits else None)
@@ -190,7 +212,8 @@ def train(options: TrainOptions) -> TrainResult:
     logdir = model_dir_lib.logdir(model_dir)
     # Only the chief saves, and saving needs no other worker: it may save at any step.
     checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
-        manager, run.training.checkpoint_every_minutes, enabled=chief, batches=batches)
+        manager, checkpoint_period(run.training, options), enabled=chief, batches=batches,
+        batches_per_step=accumulation)
     nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
     time_budget = (callbacks_lib.TimeBudget(
         options.max_minutes, strategy=strategy if is_multi_worker(strategy) else None)
@@ -200,14 +223,15 @@ def train(options: TrainOptions) -> TrainResult:
     callbacks = [nan_stop, step_stop] + ([time_budget] if time_budget else []) + [
         monitor, checkpoint_callback]
     if options.validation_sentences > 0 and chief and "valid" in prepared.splits:
-        callbacks.append(_validation_translations(prepared, options.validation_sentences, monitor))
+        callbacks.append(_validation_translations(
+            model.network, prepared, options.validation_sentences, monitor))
 
     if start_step < planned_steps:
         # An "epoch" is eval_every steps; one more than planned leaves room for steps
         # that loss scaling skips (StopAtStep ends the run at the planned step).
         model.fit(
             train_data, epochs=math.ceil(planned_steps / eval_every) + 1,
-            initial_epoch=start_step // eval_every, steps_per_epoch=eval_every * accumulation,
+            initial_epoch=start_step // eval_every, steps_per_epoch=eval_every,
             validation_data=validation_data, callbacks=callbacks, verbose=options.verbose)
     if nan_stop.nan_step is not None:
         raise TrainingDiverged(
@@ -222,4 +246,5 @@ def train(options: TrainOptions) -> TrainResult:
     return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
                        planned_steps=planned_steps, last_checkpoint=manager.latest_checkpoint,
                        stopped_by=stopped_by, seconds=time.monotonic() - started,
-                       start_step=start_step)
+                       start_step=start_step, precision=precision,
+                       precision_reason=precision_reason)

@@ -1,0 +1,45 @@
+"""The main job keeps the averaged checkpoint only when it beats the latest one on the dev
+set: a run with a bad checkpoint in its final part never ends worse than its latest."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from transformer_tf.data.prepared import load_prepared
+from transformer_tf.inference.loading import load_trained
+from transformer_tf.inference.selection import choose, score_on_dev
+from transformer_tf.training import checkpoints
+from transformer_tf.training.fit import TrainOptions, train
+
+
+def test_a_bad_tail_checkpoint_never_makes_the_result_worse(tiny_multi30k, tmp_path, gc_frozen):
+    model_dir = tmp_path / "model"
+    with gc_frozen():
+        train(TrainOptions(
+            data_dir=str(tiny_multi30k.directory), model_dir=str(model_dir), preset="tiny",
+            model_overrides={"num_layers": 1}, max_steps=20, eval_every=20,
+            validation_sentences=0, verbose=0,
+            training_overrides={"checkpoint_every_minutes": 1e-5, "keep_checkpoints": 30}))
+    available = checkpoints.list_checkpoints(model_dir)
+    tail = checkpoints.tail_checkpoints(available, 3)
+    assert [checkpoints.checkpoint_step(p) for p in tail] == [18, 19, 20]
+
+    # Ruin ckpt-19 (inside the averaged tail): noise on every weight.
+    model, _, _, _ = load_trained(model_dir, tail[1])
+    rng = np.random.default_rng(0)
+    for weight in model.weights:
+        weight.assign(weight.numpy() + rng.normal(0, 1.0, weight.shape).astype("float32"))
+    tf.train.Checkpoint(model=model).write(tail[1])
+
+    prepared = load_prepared(tiny_multi30k.directory)
+    averaged = checkpoints.average_run(model_dir, 3, tail_only=True)
+    assert averaged.sources == tail
+    search = dict(beam_size=2, alpha=0.6)
+    latest = score_on_dev("latest", model_dir, available[-1], prepared, **search)
+    average = score_on_dev("averaged", model_dir, averaged.path, prepared, **search)
+    assert average.nll > latest.nll + 0.1  # the average really is worse here
+    assert choose([latest, average]) == latest
+    # With a good average, the choice goes the other way on the same rule.
+    better = average.__class__(name="averaged", checkpoint=averaged.path, nll=latest.nll - 1,
+                               bleu=latest.bleu + 1)
+    assert choose([latest, better]) == better

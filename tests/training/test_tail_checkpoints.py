@@ -1,0 +1,64 @@
+"""Which checkpoints averaging may use, and how often a time-budgeted run saves."""
+from __future__ import annotations
+
+import pytest
+
+from transformer_tf.config import TrainingConfig
+from transformer_tf.training import checkpoints
+from transformer_tf.training.fit import TrainOptions, checkpoint_period
+from transformer_tf.training.precision import cpu_flags, resolve_precision
+
+
+def paths(*steps):
+    return [f"/run/checkpoints/ckpt-{s}" for s in steps]
+
+
+def test_only_the_final_fifth_of_training_is_averaged():
+    # The issue's 20-minute run: averaging ckpt-216 in cost 10 BLEU.
+    assert checkpoints.tail_checkpoints(paths(216, 444, 665, 892), 5) == paths(892)
+    assert checkpoints.tail_checkpoints(paths(100, 720, 760, 800, 850, 900), 5) == \
+        paths(720, 760, 800, 850, 900)
+    assert checkpoints.tail_checkpoints(paths(720, 760, 800, 850, 900), 3) == paths(800, 850, 900)
+    assert checkpoints.tail_checkpoints([], 5) == []
+
+
+def test_saves_a_step_apart_count_once():
+    # A periodic save at 3392 and the end-of-training save at 3393 are one point (and
+    # 2713 < 0.8 x 3393 is too early).
+    got = checkpoints.tail_checkpoints(paths(2713, 2883, 3052, 3222, 3392, 3393), 5)
+    assert got == paths(2883, 3052, 3222, 3393)
+
+
+def test_brute_force_rule_on_small_runs():
+    import itertools
+    for steps in itertools.chain(itertools.combinations(range(1, 31), 4),
+                                 itertools.combinations(range(190, 215), 4)):
+        final = steps[-1]
+        got = [checkpoints.checkpoint_step(p) for p in checkpoints.tail_checkpoints(paths(*steps), 3)]
+        expected = [s for i, s in enumerate(steps) if s >= 0.8 * final
+                    and (i == len(steps) - 1 or steps[i + 1] - s >= 0.01 * final)][-3:]
+        assert got == expected, steps
+
+
+def test_time_budgeted_runs_save_often_enough_for_the_tail():
+    training = TrainingConfig(checkpoint_every_minutes=5.0, average_last=5)
+    budget = TrainOptions(data_dir="d", model_dir="m", max_minutes=60)
+    assert checkpoint_period(training, budget) == pytest.approx(60 * 0.2 / 5)
+    steps = TrainOptions(data_dir="d", model_dir="m", max_steps=1000, max_minutes=60)
+    assert checkpoint_period(training, steps) == 5.0
+    long_budget = TrainOptions(data_dir="d", model_dir="m", max_minutes=1000)
+    assert checkpoint_period(training, long_budget) == 5.0
+
+
+def test_auto_precision_follows_the_cpu(tmp_path):
+    with_bf16 = tmp_path / "bf16"
+    with_bf16.write_text("processor : 0\nflags : fpu avx2 avx512f avx512_bf16 fma\n")
+    without = tmp_path / "plain"
+    without.write_text("processor : 0\nflags : fpu avx2 fma\n")
+    assert cpu_flags(with_bf16.read_text()) >= {"avx512_bf16", "avx2"}
+    assert resolve_precision("auto", with_bf16)[0] == "mixed_bfloat16"
+    assert resolve_precision("auto", without)[0] == "float32"
+    assert resolve_precision("auto", tmp_path / "missing")[0] == "float32"
+    assert resolve_precision("mixed_float16", without) == ("mixed_float16", "as requested")
+    with pytest.raises(ValueError, match="precision"):
+        resolve_precision("float8")

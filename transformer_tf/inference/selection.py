@@ -1,0 +1,55 @@
+"""Choosing the final model on the development set: the averaged checkpoint only when it
+is better than the latest one (averaging in a checkpoint from too early in training can
+cost many BLEU points).
+
+Each candidate checkpoint is scored on the dev split of the prepared data: its
+negative log-likelihood per real target token (teacher forced, every dev pair) and the
+cased sacreBLEU of its translations of the dev sources with the run's search settings.
+The better BLEU wins; equal BLEU goes to the lower NLL.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from transformer_tf.evaluation import corpus_bleu
+from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.data.datasets import make_evaluation_dataset
+from transformer_tf.inference.batch import load_translator, translate_lines
+from transformer_tf.inference.loading import load_trained
+from transformer_tf.training.trainer import Seq2SeqTrainer
+
+
+@dataclasses.dataclass(frozen=True)
+class DevScore:
+    name: str  # e.g. "averaged", "latest"
+    checkpoint: str
+    nll: float  # nats per real dev target token
+    bleu: float  # cased sacreBLEU of the dev translations
+
+    def describe(self) -> str:
+        return f"{self.name}: dev BLEU {self.bleu:.2f}, dev NLL {self.nll:.4f}"
+
+
+def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alpha=None,
+                 batch_size: int = 64) -> DevScore:
+    """Dev NLL and BLEU of `checkpoint` of the run in `model_dir`."""
+    model, _, run, path = load_trained(model_dir, checkpoint)
+    trainer = Seq2SeqTrainer(model, label_smoothing=run.training.label_smoothing)
+    trainer.compile(jit_compile=False)
+    dataset = make_evaluation_dataset(prepared, "valid", max_length=run.training.max_length,
+                                      report_truncation=False)
+    nll = float(trainer.evaluate(dataset, verbose=0, return_dict=True)["nll"])
+    files = prepared.files("valid")
+    sources, references = read_lines(files.source), read_lines(files.target)
+    translator = load_translator(model_dir=str(model_dir), checkpoint=path,
+                                 beam_size=beam_size, alpha=alpha)
+    translations, _ = translate_lines(translator, sources, batch_size, progress=False)
+    bleu = float(corpus_bleu([row[0] for row in translations], references))
+    return DevScore(name=name, checkpoint=str(path), nll=nll, bleu=bleu)
+
+
+def choose(scores: list[DevScore]) -> DevScore:
+    """The best candidate: highest dev BLEU, then lowest dev NLL."""
+    if not scores:
+        raise ValueError("no candidates to choose from")
+    return max(scores, key=lambda score: (score.bleu, -score.nll))
