@@ -16,7 +16,7 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     command = [sys.executable, str(REPO / "scripts" / "main_job.py"), "--work-dir", str(work),
                "--saved-models-dir", str(saved), "--preset", "tiny", "--vocab-size", "500",
                "--train-minutes", "0", "--max-steps", "24", "--eval-every", "8",
-               "--training-option", "checkpoint_every_minutes=0.001",
+               "--training-option", "checkpoint_every_minutes=0.00001",
                "--average-last", "3", "--test-limit", "12", "--beam-size", "2", "--quiet"]
     env = {"TRANSFORMER_TF_DATA": str(shared_data_dir), "PATH": "/usr/bin:/bin",
            "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -29,8 +29,18 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     assert (work / "data" / "prepared.json").exists() and (work / "data" / "bpe.model").exists()
     checkpoints = sorted((work / "model" / "checkpoints").glob("ckpt-*.index"))
     assert len(checkpoints) >= 3 and (work / "model" / "checkpoints" / "ckpt-24.index").exists()
-    assert len(summary["averaged_checkpoints"]) == 3
-    assert pathlib.Path(paths["averaged_checkpoint"] + ".index").exists()
+    # Only the last 20% of 24 steps (>= 19.2) may be averaged: the newest 3 saved there
+    # are, and the average is scored against the latest checkpoint on the dev set.
+    averaged = [int(pathlib.Path(p).name.split("-")[1]) for p in summary["averaged_checkpoints"]]
+    assert len(averaged) == 3 and averaged == sorted(averaged)
+    assert averaged[0] >= 20 and averaged[-1] == 24
+    assert [score["name"] for score in summary["dev_scores"]] == ["latest", "averaged"]
+    chosen = next(s for s in summary["dev_scores"] if s["name"] == summary["chosen"])
+    assert chosen["bleu"] == max(score["bleu"] for score in summary["dev_scores"])
+    assert pathlib.Path(paths["chosen_checkpoint"] + ".index").exists()
+    assert summary["precision"] in ("float32", "mixed_bfloat16")
+    assert set(summary["stage_seconds"]) == {"prepare", "train", "average_and_select",
+                                             "test_decode_and_score", "export", "serve_demo"}
     hypotheses = pathlib.Path(paths["hypotheses"]).read_text().split("\n")[:-1]
     assert len(hypotheses) == 12
     scores = json.loads(pathlib.Path(paths["scores"]).read_text())
@@ -47,3 +57,4 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     assert {"loss", "token_accuracy", "bleu", "examples"} <= set(tags)
     assert [event.step for event in validation.Tensors("bleu")] == [8, 16, 24]
     assert "SavedModel" in result.stdout and "sacreBLEU" in result.stdout
+    assert f"kept {summary['chosen']}" in result.stdout

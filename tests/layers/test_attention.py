@@ -101,7 +101,10 @@ def test_self_attention_cache_reproduces_full_causal_pass():
         np.testing.assert_allclose(step_out.numpy()[:, 0], full[:, t], rtol=1e-5, atol=1e-6)
     # The cache holds exactly the projected keys of the positions written so far.
     keys, _ = layer.project_key_value(x)
-    np.testing.assert_allclose(cache[0].numpy()[:, :, :length], keys.numpy(), rtol=1e-6)
+    # One row at a time vs all rows: other kernel shapes may round differently (seen: 1e-5
+    # relative on an entry 1e-3 of the largest, AVX2 oneDNN); scale the tolerance with it.
+    np.testing.assert_allclose(cache[0].numpy()[:, :, :length], keys.numpy(), rtol=1e-6,
+                               atol=1e-6 * float(np.abs(keys.numpy()).max()))
     assert np.all(cache[0].numpy()[:, :, length:] == 0)
 
 
