@@ -53,7 +53,8 @@ def _batch_fn(translate, translate_nbest, n_best: int) -> BatchFn:
     return translate_batch
 
 
-def _from_translator(translator, n_best: int) -> LoadedTranslator:
+def from_translator(translator, n_best: int = 1) -> LoadedTranslator:
+    """A LoadedTranslator over an in-memory `Translator`."""
     return LoadedTranslator(_batch_fn(translator.translate, translator.translate_nbest, n_best),
                             translator.tokenizer.model_proto, translator.max_source_tokens,
                             n_best, owner=translator)
@@ -73,13 +74,13 @@ def load_translator(model: str | None = None, model_dir: str | None = None,
         raise ValueError("give exactly one of a SavedModel directory or a model directory")
     if model_dir is not None:
         net, tokenizer, run, _ = loading.load_trained(model_dir, checkpoint, **overrides)
-        return _from_translator(Translator(net, tokenizer, run.decoding, n_best=n_best), n_best)
+        return from_translator(Translator(net, tokenizer, run.decoding, n_best=n_best), n_best)
     info = loading.read_export_info(model)
     exported = DecodingConfig.from_config(info["decoding"])
     decoding = exported.with_overrides(**overrides)
     check_n_best(n_best, decoding.beam_size)
     if decoding != exported or n_best > info.get("n_best", 1):
-        return _from_translator(
+        return from_translator(
             loading.translator_from_saved_model(model, decoding, n_best=n_best), n_best)
     loaded = tf.saved_model.load(str(model))
     proto = loading.read_bpe_model(model)

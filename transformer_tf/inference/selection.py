@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from transformer_tf.data.datasets import make_evaluation_dataset
 from transformer_tf.evaluation import corpus_bleu
 from transformer_tf.evaluation.textfiles import read_lines
-from transformer_tf.data.datasets import make_evaluation_dataset
-from transformer_tf.inference.batch import load_translator, translate_lines
+from transformer_tf.inference.batch import from_translator, translate_lines
 from transformer_tf.inference.loading import load_trained
+from transformer_tf.inference.translator import Translator
 from transformer_tf.training.trainer import Seq2SeqTrainer
 
 
@@ -33,7 +34,8 @@ class DevScore:
 def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alpha=None,
                  batch_size: int = 64) -> DevScore:
     """Dev NLL and BLEU of `checkpoint` of the run in `model_dir`."""
-    model, _, run, path = load_trained(model_dir, checkpoint)
+    model, tokenizer, run, path = load_trained(model_dir, checkpoint, beam_size=beam_size,
+                                               alpha=alpha)
     trainer = Seq2SeqTrainer(model, label_smoothing=run.training.label_smoothing)
     trainer.compile(jit_compile=False)
     dataset = make_evaluation_dataset(prepared, "valid", max_length=run.training.max_length,
@@ -41,8 +43,7 @@ def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alp
     nll = float(trainer.evaluate(dataset, verbose=0, return_dict=True)["nll"])
     files = prepared.files("valid")
     sources, references = read_lines(files.source), read_lines(files.target)
-    translator = load_translator(model_dir=str(model_dir), checkpoint=path,
-                                 beam_size=beam_size, alpha=alpha)
+    translator = from_translator(Translator(model, tokenizer, run.decoding))
     translations, _ = translate_lines(translator, sources, batch_size, progress=False)
     bleu = float(corpus_bleu([row[0] for row in translations], references))
     return DevScore(name=name, checkpoint=str(path), nll=nll, bleu=bleu)

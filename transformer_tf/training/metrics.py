@@ -11,7 +11,7 @@ per-replica or per-batch means.
     TokenAccuracy: result = correct_tokens / real_tokens
 
 Both are 0 before any token has been counted. (Perplexity is exp of the nll TokenMean; the
-train step derives it, see training/step.py.)
+train step derives it, see training/trainer.py.)
 """
 from __future__ import annotations
 
