@@ -115,14 +115,15 @@ class Seq2SeqTrainer(keras_workarounds.MultiWorkerFitMixin, keras.Model):
         gradients = None
         for batch in micro_batches:
             # One micro-batch at a time: the next forward pass waits for this gradient.
-            with tf.control_dependencies(gradients or []):
+            with tf.control_dependencies([g for g in gradients or [] if g is not None]):
                 with tf.GradientTape() as tape:
                     sums = self._forward_and_sums(batch, training=True)
                     # Loss scaling under mixed_float16 (the optimizer unscales the sum).
                     scaled_loss = self.optimizer.scale_loss(sums.loss_sum / global_tokens)
                 batch_gradients = tape.gradient(scaled_loss, self.trainable_variables)
             gradients = batch_gradients if gradients is None else [
-                total + part for total, part in zip(gradients, batch_gradients)]
+                part if total is None else total if part is None else total + part
+                for total, part in zip(gradients, batch_gradients)]
             logs = self._update_metrics(sums)
         self.optimizer.apply_gradients(zip(gradients, self.trainable_variables))
         return logs
