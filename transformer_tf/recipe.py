@@ -32,7 +32,7 @@ from transformer_tf.evaluation import evaluate
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator, translate_lines
-from transformer_tf.inference.selection import choose, score_on_dev
+from transformer_tf.inference.selection import average_and_choose
 from transformer_tf.training import checkpoints
 from transformer_tf.training.fit import TrainOptions, train
 from transformer_tf.training.model_dir import read_run_config
@@ -128,21 +128,10 @@ def run_recipe(options: RecipeOptions) -> dict:
     _step(f"3/6 average the final checkpoints (up to {average_last}, from the last "
           f"{checkpoints.TAIL_FRACTION:.0%} of training) and keep it only if it is better "
           "than the latest on the dev set")
-    available = checkpoints.list_checkpoints(model_dir)
-    tail = checkpoints.tail_checkpoints(available, average_last)
     search = dict(beam_size=options.beam_size, alpha=options.alpha)
-    scores = [score_on_dev("latest", model_dir, available[-1], prepared, **search)]
-    averaged = None
-    if len(tail) >= 2:
-        averaged = checkpoints.average_run(model_dir, average_last, allow_fewer=True,
-                                           tail_only=True)
-        scores.append(score_on_dev("averaged", model_dir, averaged.path, prepared, **search))
-        averaging_note = f"averaged {', '.join(pathlib.Path(p).name for p in averaged.sources)}"
-    else:
-        averaging_note = (f"not averaged: {len(tail)} checkpoint(s) in the final "
-                          f"{checkpoints.TAIL_FRACTION:.0%} of training")
-    chosen = choose(scores)
-    print(averaging_note)
+    selection = average_and_choose(model_dir, prepared, average_last, **search)
+    chosen, scores = selection.chosen, selection.scores
+    print(selection.note)
     for score in scores:
         print(f"  {score.describe()}")
     print(f"chosen: {chosen.name} ({pathlib.Path(chosen.checkpoint).name})")
@@ -192,8 +181,8 @@ def run_recipe(options: RecipeOptions) -> dict:
         "train_seconds_this_invocation": round(result.seconds, 1),
         "stopped_by": result.stopped_by,
         "precision": result.precision, "precision_reason": result.precision_reason,
-        "averaged_checkpoints": [str(p) for p in averaged.sources] if averaged else [],
-        "averaging": averaging_note,
+        "averaged_checkpoints": [str(p) for p in selection.averaged_sources],
+        "averaging": selection.note,
         "dev_scores": [dataclasses.asdict(score) for score in scores],
         "chosen": chosen.name, "chosen_checkpoint": chosen.checkpoint,
         "test_sentences": len(sources),

@@ -2,17 +2,23 @@
 set: a run with a bad checkpoint in its final part never ends worse than its latest."""
 from __future__ import annotations
 
+import importlib.util
+import pathlib
+
 import numpy as np
 import tensorflow as tf
 
 from transformer_tf.data.prepared import load_prepared
 from transformer_tf.inference.loading import load_trained
-from transformer_tf.inference.selection import choose, score_on_dev
+from transformer_tf.inference.selection import average_and_choose, choose
 from transformer_tf.training import checkpoints
 from transformer_tf.training.fit import TrainOptions, train
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
-def test_a_bad_tail_checkpoint_never_makes_the_result_worse(tiny_multi30k, tmp_path, gc_frozen):
+
+def test_a_bad_tail_checkpoint_never_makes_the_result_worse(tiny_multi30k, tmp_path, gc_frozen,
+                                                            capsys):
     model_dir = tmp_path / "model"
     with gc_frozen():
         train(TrainOptions(
@@ -32,14 +38,23 @@ def test_a_bad_tail_checkpoint_never_makes_the_result_worse(tiny_multi30k, tmp_p
     tf.train.Checkpoint(model=model).write(tail[1])
 
     prepared = load_prepared(tiny_multi30k.directory)
-    averaged = checkpoints.average_run(model_dir, 3, tail_only=True)
-    assert averaged.sources == tail
-    search = dict(beam_size=2, alpha=0.6)
-    latest = score_on_dev("latest", model_dir, available[-1], prepared, **search)
-    average = score_on_dev("averaged", model_dir, averaged.path, prepared, **search)
+    selection = average_and_choose(model_dir, prepared, 3, beam_size=2, alpha=0.6)
+    assert selection.averaged_sources == tail
+    latest, average = selection.scores
+    assert (latest.name, average.name) == ("latest", "averaged")
     assert average.nll > latest.nll + 0.1  # the average really is worse here
-    assert choose([latest, average]) == latest
+    assert selection.chosen == latest
+
+    # scripts/average_checkpoints.py --select dev says the same.
+    spec = importlib.util.spec_from_file_location("average_script",
+                                                  REPO / "scripts" / "average_checkpoints.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--model-dir", str(model_dir), "--last", "3", "--select", "dev",
+                        "--beam-size", "2"]) == 0
+    assert "better on the dev set: latest" in capsys.readouterr().out
+
     # With a good average, the choice goes the other way on the same rule.
-    better = average.__class__(name="averaged", checkpoint=averaged.path, nll=latest.nll - 1,
+    better = average.__class__(name="averaged", checkpoint=average.checkpoint, nll=latest.nll - 1,
                                bleu=latest.bleu + 1)
     assert choose([latest, better]) == better

@@ -10,6 +10,7 @@ The better BLEU wins; equal BLEU goes to the lower NLL.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 
 from transformer_tf.data.datasets import make_evaluation_dataset
 from transformer_tf.evaluation import corpus_bleu
@@ -17,6 +18,7 @@ from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.inference.batch import from_translator, translate_lines
 from transformer_tf.inference.loading import load_trained
 from transformer_tf.inference.translator import Translator
+from transformer_tf.training import checkpoints
 from transformer_tf.training.trainer import Seq2SeqTrainer
 
 
@@ -54,3 +56,36 @@ def choose(scores: list[DevScore]) -> DevScore:
     if not scores:
         raise ValueError("no candidates to choose from")
     return max(scores, key=lambda score: (score.bleu, -score.nll))
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    chosen: DevScore
+    scores: list  # DevScore per candidate: "latest", and "averaged" when there was one
+    averaged_sources: list  # checkpoint prefixes averaged (empty: not averaged)
+    note: str  # what was averaged, or why not
+
+
+def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
+                       alpha=None) -> Selection:
+    """Average up to `last` checkpoints from the final part of training
+    (`checkpoints.tail_checkpoints`) and choose between that average and the latest
+    checkpoint on the dev set of `prepared`. With fewer than two checkpoints in the tail
+    nothing is averaged and the latest is chosen."""
+    available = checkpoints.list_checkpoints(model_dir)
+    if not available:
+        raise ValueError(f"{model_dir} has no checkpoints")
+    tail = checkpoints.tail_checkpoints(available, last)
+    search = dict(beam_size=beam_size, alpha=alpha)
+    scores = [score_on_dev("latest", model_dir, available[-1], prepared, **search)]
+    sources: list = []
+    if len(tail) >= 2:
+        averaged = checkpoints.average_run(model_dir, last, out=out, allow_fewer=True,
+                                           tail_only=True)
+        sources = list(averaged.sources)
+        scores.append(score_on_dev("averaged", model_dir, averaged.path, prepared, **search))
+        note = f"averaged {', '.join(pathlib.Path(p).name for p in sources)}"
+    else:
+        note = (f"not averaged: {len(tail)} checkpoint(s) in the final "
+                f"{checkpoints.TAIL_FRACTION:.0%} of training")
+    return Selection(chosen=choose(scores), scores=scores, averaged_sources=sources, note=note)
