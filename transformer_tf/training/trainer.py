@@ -82,11 +82,13 @@ class Seq2SeqTrainer(keras_workarounds.MultiWorkerFitMixin, keras.Model):
         logits = self.network(inputs, training=training)
         return token_loss_sums(labels, logits, self.label_smoothing)
 
-    def _update_metrics(self, sums):
+    def _accumulate_metrics(self, sums):
         self.loss_metric.update_state(sums.loss_sum, sums.token_count)
         self.nll_metric.update_state(sums.nll_sum, sums.token_count)
         self.accuracy_metric.update_state(sums.correct_count, sums.token_count)
         self.token_count_metric.update_state(sums.token_count)
+
+    def _logs(self):
         return self.shape_logs_for_strategy(self._global_metric_results())
 
     def _global_metric_results(self):
@@ -124,9 +126,10 @@ class Seq2SeqTrainer(keras_workarounds.MultiWorkerFitMixin, keras.Model):
             gradients = batch_gradients if gradients is None else [
                 part if total is None else total if part is None else total + part
                 for total, part in zip(gradients, batch_gradients)]
-            logs = self._update_metrics(sums)
+            self._accumulate_metrics(sums)
         self.optimizer.apply_gradients(zip(gradients, self.trainable_variables))
-        return logs
+        return self._logs()  # one all-reduce of the metrics per update
 
     def test_step(self, data):
-        return self._update_metrics(self._forward_and_sums(data, training=False))
+        self._accumulate_metrics(self._forward_and_sums(data, training=False))
+        return self._logs()
