@@ -24,6 +24,7 @@ NUM_SPECIAL_IDS = 4
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 EMBEDDING_SHARING = ("all", "target", "none")
 NORM_POSITIONS = ("post", "pre")
+OPTIMIZERS = ("adam", "nesterov")
 
 
 class ConfigError(ValueError):
@@ -207,6 +208,98 @@ class ModelConfig(_Serialisable):
                             key_dim=self.resolved_key_dim, value_dim=self.resolved_value_dim)
 
 
+def _stack(layers, field: str) -> tuple[tuple[int, int], ...]:
+    """A stack of convolutional blocks as ((width, kernel_size), ...), checked."""
+    try:
+        stack = tuple((int(width), int(kernel)) for width, kernel in layers)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{field}: expected a list of [width, kernel_size] pairs, "
+                          f"got {layers!r}") from None
+    _check(len(stack) > 0, field, "needs at least one block")
+    for width, kernel in stack:
+        _check(width > 0 and kernel > 0, field,
+               f"widths and kernel sizes must be positive, got {[width, kernel]}")
+    return stack
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvS2SConfig(_Serialisable):
+    """Shape and regularisation of the convolutional sequence-to-sequence model (Gehring
+    et al. 2017, "Convolutional Sequence to Sequence Learning"), the paper's Table 2 peer.
+
+    Attributes:
+      vocab_size: source vocabulary size.
+      target_vocab_size: target vocabulary size; None means the same as `vocab_size`.
+        Source and target have separate embedding tables either way (as in ConvS2S).
+      embedding_dim: f, the width of token and position embeddings and of the attention's
+        dot products.
+      encoder_layers: ((width d, kernel size k), ...) per encoder block; a width change
+        between blocks sends the residual through a linear projection.
+      decoder_layers: the same for the decoder blocks (causal convolutions).
+      decoder_attention: per decoder block, whether it has multi-step attention; None
+        means every block (the paper).
+      decoder_output_dim: width of the linear map between the last decoder block and the
+        output softmax (fairseq's decoder_out_embed_dim).
+      dropout: dropout on embeddings, on every block's input and on the decoder output
+        (1 - p is the keep probability p of the initialisation rule).
+      max_position: size of the learned position tables (longest source or target).
+    """
+
+    vocab_size: int = 40000
+    target_vocab_size: int | None = None
+    embedding_dim: int = 768
+    encoder_layers: tuple = ((512, 3),) * 9 + ((1024, 3),) * 4 + ((2048, 1),) * 2
+    decoder_layers: tuple = ((512, 3),) * 9 + ((1024, 3),) * 4 + ((2048, 1),) * 2
+    decoder_attention: tuple | None = None
+    decoder_output_dim: int = 512
+    dropout: float = 0.2
+    max_position: int = 1024
+
+    def __post_init__(self):
+        # Frozen dataclass: normalise JSON lists to tuples once, here.
+        object.__setattr__(self, "encoder_layers", _stack(self.encoder_layers, "encoder_layers"))
+        object.__setattr__(self, "decoder_layers", _stack(self.decoder_layers, "decoder_layers"))
+        if self.decoder_attention is not None:
+            attention = tuple(bool(a) for a in self.decoder_attention)
+            _check(len(attention) == len(self.decoder_layers), "decoder_attention",
+                   f"expected one flag per decoder block ({len(self.decoder_layers)}), "
+                   f"got {len(attention)}")
+            _check(any(attention), "decoder_attention", "at least one block must attend")
+            object.__setattr__(self, "decoder_attention", attention)
+        for name in ("vocab_size", "embedding_dim", "decoder_output_dim", "max_position"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and not isinstance(value, bool) and value > 0, name,
+                   f"expected a positive integer, got {value!r}")
+        _check(self.vocab_size > NUM_SPECIAL_IDS, "vocab_size",
+               f"must exceed the {NUM_SPECIAL_IDS} reserved ids, got {self.vocab_size}")
+        if self.target_vocab_size is not None:
+            _check(self.target_vocab_size > NUM_SPECIAL_IDS, "target_vocab_size",
+                   f"must exceed the {NUM_SPECIAL_IDS} reserved ids")
+        _check(isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0,
+               "dropout", f"expected a probability in [0, 1), got {self.dropout!r}")
+
+    def get_config(self) -> dict[str, Any]:
+        config = dataclasses.asdict(self)
+        for name in ("encoder_layers", "decoder_layers"):
+            config[name] = [list(block) for block in config[name]]
+        if config["decoder_attention"] is not None:
+            config["decoder_attention"] = list(config["decoder_attention"])
+        return config
+
+    @property
+    def resolved_target_vocab_size(self) -> int:
+        return self.target_vocab_size or self.vocab_size
+
+    @property
+    def resolved_decoder_attention(self) -> tuple[bool, ...]:
+        return self.decoder_attention or (True,) * len(self.decoder_layers)
+
+    def resolved(self) -> "ConvS2SConfig":
+        """This config with the target vocabulary and attention flags written out."""
+        return self.replace(target_vocab_size=self.resolved_target_vocab_size,
+                            decoder_attention=self.resolved_decoder_attention)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig(_Serialisable):
     """Optimisation and batching (paper section 5).
@@ -223,6 +316,12 @@ class TrainingConfig(_Serialisable):
       gradient_accumulation_steps: optimizer steps accumulate this many batches; the
         update is the per-token mean over all of them, as for one batch holding them all.
       clip_norm: global gradient-norm clip; None disables.
+      optimizer: "adam" (the paper's Adam with the warm-up schedule above) or "nesterov"
+        (ConvS2S: SGD with Nesterov momentum at a constant `learning_rate`, multiplied by
+        `lr_shrink` whenever the dev loss stops improving; training ends once it falls
+        below `min_learning_rate`).
+      learning_rate, momentum, lr_shrink, min_learning_rate: the "nesterov" optimizer's
+        knobs (ConvS2S: 0.25, 0.99, 0.1, 1e-4); unused by "adam".
       checkpoint_every_minutes: checkpoint period (paper: 10).
       keep_checkpoints: how many recent checkpoints to keep.
       average_last: how many final checkpoints to average (paper: 5 base, 20 big).
@@ -239,6 +338,11 @@ class TrainingConfig(_Serialisable):
     label_smoothing: float = 0.1
     gradient_accumulation_steps: int = 1
     clip_norm: float | None = None
+    optimizer: str = "adam"
+    learning_rate: float = 0.25
+    momentum: float = 0.99
+    lr_shrink: float = 0.1
+    min_learning_rate: float = 1e-4
     checkpoint_every_minutes: float = 10.0
     keep_checkpoints: int = 20
     average_last: int = 5
@@ -259,6 +363,12 @@ class TrainingConfig(_Serialisable):
         _check(self.clip_norm is None or self.clip_norm > 0, "clip_norm",
                "must be positive or None")
         _check(self.checkpoint_every_minutes > 0, "checkpoint_every_minutes", "must be positive")
+        _check(self.optimizer in OPTIMIZERS, "optimizer",
+               f"expected one of {OPTIMIZERS}, got {self.optimizer!r}")
+        _check(self.learning_rate > 0, "learning_rate", "must be positive")
+        _check(0 <= self.momentum < 1, "momentum", "expected a value in [0, 1)")
+        _check(0 < self.lr_shrink < 1, "lr_shrink", "expected a factor in (0, 1)")
+        _check(self.min_learning_rate >= 0, "min_learning_rate", "must be non-negative")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,10 +433,55 @@ def _presets() -> dict[str, Preset]:
             model=base.replace(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
             training=TrainingConfig(average_last=20),
         ),
+        **_convs2s_presets(),
     }
 
 
-PRESET_NAMES = ("tiny", "multi30k", "base", "big")
+def _convs2s_presets() -> dict[str, Preset]:
+    """ConvS2S (Gehring et al. 2017) presets. The WMT shapes are fairseq's
+    `fconv_wmt_en_de` / `fconv_wmt_en_fr` (15 blocks per stack, embeddings 768, output
+    512), which the ConvS2S paper's WMT'14 models use; its training: Nesterov momentum
+    0.99, learning rate 0.25, gradient norm clipped at 0.1, beam 5."""
+    paper_training = TrainingConfig(
+        optimizer="nesterov", learning_rate=0.25, momentum=0.99, clip_norm=0.1,
+        label_smoothing=0.0, tokens_per_batch=4000, average_last=5)
+    beam_5 = DecodingConfig(beam_size=5, alpha=0.6)
+    wmt_en_fr_stack = (((512, 3),) * 6 + ((768, 3),) * 4 + ((1024, 3),) * 3
+                       + ((2048, 1),) + ((4096, 1),))
+    return {
+        "convs2s_tiny": Preset(
+            family="convs2s",
+            model=ConvS2SConfig(vocab_size=64, embedding_dim=16, encoder_layers=((16, 3),) * 2,
+                                decoder_layers=((16, 3), (24, 3)), decoder_output_dim=16,
+                                dropout=0.1, max_position=128),
+            training=TrainingConfig(optimizer="nesterov", learning_rate=0.25, clip_norm=0.1,
+                                    tokens_per_batch=512, max_length=64,
+                                    checkpoint_every_minutes=1.0, keep_checkpoints=5,
+                                    average_last=2),
+            decoding=beam_5,
+        ),
+        # Multi30k on a 2-core CPU: fairseq's IWSLT shape (fconv_iwslt_de_en).
+        "convs2s_multi30k": Preset(
+            family="convs2s",
+            model=ConvS2SConfig(vocab_size=8000, embedding_dim=256,
+                                encoder_layers=((256, 3),) * 4, decoder_layers=((256, 3),) * 3,
+                                decoder_output_dim=256, dropout=0.2, max_position=256),
+            training=paper_training.replace(tokens_per_batch=4096, max_length=128,
+                                            label_smoothing=0.1, checkpoint_every_minutes=5.0,
+                                            keep_checkpoints=10),
+            decoding=beam_5,
+        ),
+        "convs2s_wmt_en_de": Preset(family="convs2s", model=ConvS2SConfig(),
+                                    training=paper_training, decoding=beam_5),
+        "convs2s_wmt_en_fr": Preset(
+            family="convs2s",
+            model=ConvS2SConfig(encoder_layers=wmt_en_fr_stack, decoder_layers=wmt_en_fr_stack),
+            training=paper_training, decoding=beam_5),
+    }
+
+
+PRESET_NAMES = ("tiny", "multi30k", "base", "big", "convs2s_tiny", "convs2s_multi30k",
+                "convs2s_wmt_en_de", "convs2s_wmt_en_fr")
 
 
 _REGISTERED_PRESETS: dict[str, Preset] = {}

@@ -51,7 +51,13 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="transformer_tf")
 class LearnedPositionEmbedding(keras.layers.Layer):
-    """A learned table of `max_position` position vectors (Table 3 row E).
+    """A learned table of `max_position` position vectors (Table 3 row E; ConvS2S).
+
+    Args:
+      max_position: rows of the table.
+      d_model: width.
+      stddev: initial std of the rows; None means d_model^-0.5 (unit-variance sums with
+        the Transformer's scaled embeddings); ConvS2S uses 0.1.
 
     Call arguments:
       inputs: float [batch, length, d_model] (only its shape is used).
@@ -61,16 +67,19 @@ class LearnedPositionEmbedding(keras.layers.Layer):
       [1, length, d_model]: rows offset .. offset + length - 1 of the table.
     """
 
-    def __init__(self, max_position: int, d_model: int, **kwargs):
+    def __init__(self, max_position: int, d_model: int, stddev: float | None = None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.max_position = max_position
         self.d_model = d_model
+        self.stddev = stddev
 
     def build(self, input_shape=None):
         self.table = self.add_weight(
             name="position_embeddings",
             shape=(self.max_position, self.d_model),
-            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+            initializer=keras.initializers.RandomNormal(
+                stddev=self.d_model**-0.5 if self.stddev is None else self.stddev),
         )
 
     def call(self, inputs, offset=0):
@@ -79,4 +88,5 @@ class LearnedPositionEmbedding(keras.layers.Layer):
         return tf.cast(rows, self.compute_dtype)[None]
 
     def get_config(self):
-        return {**super().get_config(), "max_position": self.max_position, "d_model": self.d_model}
+        return {**super().get_config(), "max_position": self.max_position,
+                "d_model": self.d_model, "stddev": self.stddev}

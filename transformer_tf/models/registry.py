@@ -7,12 +7,14 @@ are added with `register_family`.
 """
 from __future__ import annotations
 
-from transformer_tf.config import ConfigError, ModelConfig
+from transformer_tf.config import ConfigError, ConvS2SConfig, ModelConfig
+from transformer_tf.models.convs2s import ConvS2S
 from transformer_tf.models.transformer import Transformer
 
 DEFAULT_FAMILY = "transformer"
 FAMILIES = {
     "transformer": (Transformer, ModelConfig),
+    "convs2s": (ConvS2S, ConvS2SConfig),
 }
 
 
