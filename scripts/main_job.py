@@ -18,7 +18,7 @@ import json
 import logging
 import sys
 
-from transformer_tf.config import PRESET_NAMES
+from transformer_tf.config import DEFAULT_PRESETS, PRESET_NAMES
 
 
 def main(argv=None):
@@ -34,7 +34,10 @@ def main(argv=None):
                                            "$TRANSFORMER_TF_DATA, else download)")
     parser.add_argument("--work-dir", help="where data/, model/ and results go "
                                            "(default runs/<dataset>_<src>_<tgt>)")
-    parser.add_argument("--preset", choices=PRESET_NAMES, default="multi30k",
+    parser.add_argument("--model", choices=sorted(DEFAULT_PRESETS),
+                        help="model family; alone, it picks the family's Multi30k preset "
+                             "(convs2s: convs2s_multi30k)")
+    parser.add_argument("--preset", choices=PRESET_NAMES,
                         help="model preset (default multi30k)")
     parser.add_argument("--train-minutes", type=float, default=60.0,
                         help="training time budget of this invocation in minutes "
@@ -51,8 +54,9 @@ def main(argv=None):
                         help="checkpoints to average, from the last 20%% of training; the "
                              "average is kept only if it beats the latest checkpoint on the "
                              "dev set (default: the preset's, 5)")
-    parser.add_argument("--beam-size", type=int, default=4, help="beam size (default 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (default 0.6)")
+    parser.add_argument("--beam-size", type=int,
+                        help="beam size (default: the preset's; 4 Transformer, 5 ConvS2S)")
+    parser.add_argument("--alpha", type=float, help="length penalty (default: the preset's, 0.6)")
     parser.add_argument("--test-limit", type=int, help="decode only the first N test sentences")
     parser.add_argument("--export-name", help="saved_models/NAME (default <dataset>_<src>_<tgt>)")
     parser.add_argument("--export-version", type=int, default=1, help="version (default 1)")
@@ -69,12 +73,15 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("absl").setLevel(logging.WARNING)
 
-    from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig, parse_overrides
+    from transformer_tf.config import (
+        ConfigError, TrainingConfig, choose_preset, get_preset, parse_overrides)
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.recipe import RecipeOptions, format_summary, run_recipe
 
     try:
-        overrides = (parse_overrides(args.model_option, ModelConfig, "--model-option"),
+        args.preset = choose_preset(args.model, args.preset)
+        overrides = (parse_overrides(args.model_option, type(get_preset(args.preset).model),
+                                     "--model-option"),
                      parse_overrides(args.training_option, TrainingConfig, "--training-option"))
     except ConfigError as error:
         parser.error(str(error))

@@ -12,7 +12,8 @@ import logging
 import sys
 
 from transformer_tf.config import (
-    PRESET_NAMES, ConfigError, ModelConfig, TrainingConfig, parse_overrides)
+    DEFAULT_PRESETS, PRESET_NAMES, ConfigError, TrainingConfig, choose_preset, get_preset,
+    parse_overrides)
 
 
 def main(argv=None):
@@ -20,8 +21,11 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True,
                         help="prepared data directory (written by scripts/prepare_data.py)")
-    parser.add_argument("--preset", choices=PRESET_NAMES, default="multi30k",
-                        help="model and training preset (default: multi30k)")
+    parser.add_argument("--model", choices=sorted(DEFAULT_PRESETS),
+                        help="model family; alone, it picks the family's Multi30k preset")
+    parser.add_argument("--preset", choices=PRESET_NAMES,
+                        help="model and training preset (default: multi30k, or "
+                             "convs2s_multi30k with --model convs2s)")
     parser.add_argument("--model-dir", required=True,
                         help="where checkpoints, TensorBoard logs and run_config.json go; "
                              "an existing run there is resumed")
@@ -77,9 +81,11 @@ def main(argv=None):
     from transformer_tf.training.fit import TrainOptions, TrainingDiverged, train
 
     try:
+        args.preset = choose_preset(args.model, args.preset)
         training_overrides = parse_overrides(args.training_option, TrainingConfig,
                                              "--training-option")
-        model_overrides = parse_overrides(args.model_option, ModelConfig, "--model-option")
+        model_overrides = parse_overrides(args.model_option, type(get_preset(args.preset).model),
+                                          "--model-option")
     except ConfigError as error:
         parser.error(str(error))
     for flag, field in (("tokens_per_batch", "tokens_per_batch"),

@@ -507,6 +507,27 @@ def get_preset(name: str) -> Preset:
     return presets[name]
 
 
+# The preset a command line uses when it names a model family (--model) but no preset.
+DEFAULT_PRESETS = {"transformer": "multi30k", "convs2s": "convs2s_multi30k"}
+
+
+def choose_preset(family: str | None, preset: str | None) -> str:
+    """The preset of a command line's `--model FAMILY` and `--preset NAME` (either may be
+    None): the named preset (which must be of FAMILY if both are given), else FAMILY's
+    default, else the Transformer's."""
+    if preset is None:
+        family = family or "transformer"
+        if family not in DEFAULT_PRESETS:
+            raise ConfigError(f"model: unknown model family {family!r}; known: "
+                              f"{sorted(DEFAULT_PRESETS)}")
+        return DEFAULT_PRESETS[family]
+    chosen = get_preset(preset)
+    if family is not None and chosen.family != family:
+        raise ConfigError(f"preset: {preset!r} is a {chosen.family} preset, not {family}; "
+                          f"drop --model or choose a {family} preset")
+    return preset
+
+
 def parse_overrides(pairs, config_class, flag: str = "--option") -> dict[str, Any]:
     """Command-line overrides ["d_model=256", "clip_norm=1.0"] -> {"d_model": 256, ...}.
 

@@ -63,8 +63,8 @@ class RecipeOptions:
     max_steps: int | None = None
     eval_every: int = 500
     average_last: int | None = None
-    beam_size: int = 4
-    alpha: float = 0.6
+    beam_size: int | None = None  # None: the preset's (DecodingConfig)
+    alpha: float | None = None
     batch_size: int = 64
     test_limit: int | None = None
     export_name: str | None = None
@@ -128,7 +128,8 @@ def run_recipe(options: RecipeOptions) -> dict:
     _step(f"3/6 average the final checkpoints (up to {average_last}, from the last "
           f"{checkpoints.TAIL_FRACTION:.0%} of training) and keep it only if it is better "
           "than the latest on the dev set")
-    search = dict(beam_size=options.beam_size, alpha=options.alpha)
+    search = dict(beam_size=options.beam_size or run.decoding.beam_size,
+                  alpha=run.decoding.alpha if options.alpha is None else options.alpha)
     selection = average_and_choose(model_dir, prepared, average_last, **search)
     chosen, scores = selection.chosen, selection.scores
     print(selection.note)
@@ -142,8 +143,8 @@ def run_recipe(options: RecipeOptions) -> dict:
     references = read_lines(test_files.target)
     if options.test_limit:
         sources, references = sources[:options.test_limit], references[:options.test_limit]
-    _step(f"4/6 translate {len(sources)} test sentences (beam {options.beam_size}, "
-          f"alpha {options.alpha}) and score them")
+    _step(f"4/6 translate {len(sources)} test sentences (beam {search['beam_size']}, "
+          f"alpha {search['alpha']}) and score them")
     translator = load_translator(model_dir=str(model_dir), checkpoint=chosen.checkpoint,
                                  **search)
     translations, _ = translate_lines(translator, sources, options.batch_size,

@@ -34,18 +34,23 @@ BATCHES_KEY = "batches/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def make_manager(model, optimizer, model_dir, max_to_keep: int,
-                 batches: tf.Variable | None = None) -> tf.train.CheckpointManager:
+                 batches: tf.Variable | None = None,
+                 training_state: dict | None = None) -> tf.train.CheckpointManager:
     """A manager saving model and optimizer as MDIR/checkpoints/ckpt-<step>.
 
     `batches`, if given, is an int64 variable counting the training batches consumed,
-    saved (and restored by `restore_latest`) with them.
+    saved (and restored by `restore_latest`) with them. `training_state` maps names to
+    more variables of the run (e.g. the best dev loss of a plateau schedule), saved and
+    restored the same way.
     """
-    objects = {"model": model, "optimizer": optimizer}
+    objects = {"model": model, "optimizer": optimizer, **(training_state or {})}
     if batches is not None:
         objects["batches"] = batches
-    return tf.train.CheckpointManager(
+    manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(**objects), str(checkpoint_dir(model_dir)),
         max_to_keep=max_to_keep, step_counter=optimizer.iterations, checkpoint_name="ckpt")
+    manager.training_state = dict(training_state or {})
+    return manager
 
 
 def restore_latest(manager: tf.train.CheckpointManager) -> int:
@@ -64,6 +69,10 @@ def restore_latest(manager: tf.train.CheckpointManager) -> int:
     reader = tf.train.load_checkpoint(latest)
     if batches is not None and reader.has_tensor(BATCHES_KEY):
         batches.assign(reader.get_tensor(BATCHES_KEY))
+    for name, variable in getattr(manager, "training_state", {}).items():
+        key = f"{name}/.ATTRIBUTES/VARIABLE_VALUE"
+        if reader.has_tensor(key):  # absent from checkpoints written before it existed
+            variable.assign(reader.get_tensor(key))
     return int(checkpoint.optimizer.iterations.numpy())
 
 

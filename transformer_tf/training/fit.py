@@ -17,7 +17,7 @@ import time
 import keras
 import tensorflow as tf
 
-from transformer_tf.config import ModelConfig, TrainingConfig, get_preset
+from transformer_tf.config import TrainingConfig, get_preset
 from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
 from transformer_tf.data.prepared import load_prepared
 from transformer_tf.data.transforms import DropCounter
@@ -29,6 +29,7 @@ from transformer_tf.training import checkpoints, model_dir as model_dir_lib
 from transformer_tf.training.distribution import is_chief, make_strategy
 from transformer_tf.training.keras_workarounds import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
+from transformer_tf.training.plateau import ShrinkOnPlateau
 from transformer_tf.training.precision import resolve_precision
 from transformer_tf.training.schedule import TransformerSchedule
 from transformer_tf.training.trainer import Seq2SeqTrainer
@@ -75,7 +76,7 @@ class TrainResult:
     step: int
     planned_steps: int
     last_checkpoint: str | None
-    stopped_by: str  # "steps", "time"
+    stopped_by: str  # "steps", "time", "plateau" (learning rate below its minimum)
     seconds: float
     start_step: int = 0  # the checkpoint step this run resumed from (0: a fresh start)
     precision: str = "float32"  # the dtype policy used
@@ -92,12 +93,28 @@ def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
                                    preset=options.preset, family=preset.family)
 
 
-def build_model_and_optimizer(model_config: ModelConfig, training: TrainingConfig,
+def make_optimizer(training: TrainingConfig, model_width: int) -> keras.optimizers.Optimizer:
+    """The optimizer `training.optimizer` names: "adam", the paper's Adam with the warm-up
+    schedule over `model_width` (d_model); "nesterov", ConvS2S's SGD with Nesterov
+    momentum at a learning rate that `plateau.ShrinkOnPlateau` lowers. Both clip the
+    global gradient norm at `training.clip_norm` (if set)."""
+    if training.optimizer == "nesterov":
+        return keras.optimizers.SGD(
+            learning_rate=training.learning_rate, momentum=training.momentum, nesterov=True,
+            global_clipnorm=training.clip_norm)
+    schedule = TransformerSchedule(d_model=model_width, warmup_steps=training.warmup_steps,
+                                   scale=training.learning_rate_scale)
+    return FusedAdam(learning_rate=schedule, beta_1=training.adam_beta_1,
+                     beta_2=training.adam_beta_2, epsilon=training.adam_epsilon,
+                     global_clipnorm=training.clip_norm)
+
+
+def build_model_and_optimizer(model_config, training: TrainingConfig,
                               jit_compile: bool = False,
                               family: str = DEFAULT_FAMILY) -> Seq2SeqTrainer:
-    """A compiled `Seq2SeqTrainer` over a new model of `family`, with the paper's Adam and
-    schedule and the training config's label smoothing, variables created. The model
-    itself is `trainer.network`.
+    """A compiled `Seq2SeqTrainer` over a new model of `family` (`model_config` its config
+    dataclass), with the optimizer of `make_optimizer` and the training config's label
+    smoothing, variables created. The model itself is `trainer.network`.
 
     Call under the strategy's scope. Under a mixed_float16 global policy `compile` wraps
     the optimizer in a LossScaleOptimizer (dynamic loss scaling).
@@ -106,14 +123,9 @@ def build_model_and_optimizer(model_config: ModelConfig, training: TrainingConfi
                            label_smoothing=training.label_smoothing,
                            accumulation_steps=training.gradient_accumulation_steps)
     model.build()
-    schedule = TransformerSchedule(
-        d_model=model.network.model_width, warmup_steps=training.warmup_steps,
-        scale=training.learning_rate_scale)
     # Gradient accumulation happens in the trainer's step (one optimizer call per update).
-    optimizer = FusedAdam(
-        learning_rate=schedule, beta_1=training.adam_beta_1, beta_2=training.adam_beta_2,
-        epsilon=training.adam_epsilon, global_clipnorm=training.clip_norm)
-    model.compile(optimizer=optimizer, jit_compile=jit_compile)
+    model.compile(optimizer=make_optimizer(training, model.network.model_width),
+                  jit_compile=jit_compile)
     model.optimizer.build(model.trainable_variables)
     return model
 
@@ -180,8 +192,11 @@ def train(options: TrainOptions) -> TrainResult:
     # number of batches consumed, counted and checkpointed (loss scaling may skip steps).
     accumulation = run.training.gradient_accumulation_steps
     batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
-    manager = checkpoints.make_manager(model.network, model.optimizer, model_dir,
-                                       run.training.keep_checkpoints, batches=batches)
+    plateau = (ShrinkOnPlateau(run.training.lr_shrink, run.training.min_learning_rate)
+               if run.training.optimizer == "nesterov" else None)
+    manager = checkpoints.make_manager(
+        model.network, model.optimizer, model_dir, run.training.keep_checkpoints,
+        batches=batches, training_state={"plateau": plateau.best} if plateau else None)
     start_step = checkpoints.restore_latest(manager)
     start_batches = int(batches.numpy()) or start_step * accumulation  # older checkpoints
     if start_step:
@@ -225,6 +240,10 @@ def train(options: TrainOptions) -> TrainResult:
     if options.validation_sentences > 0 and chief and "valid" in prepared.splits:
         callbacks.append(_validation_translations(
             model.network, prepared, options.validation_sentences, monitor))
+    if plateau is not None and validation_data is not None:
+        # Before the checkpoint callback, so that a save at an epoch's end holds the new
+        # rate. Every worker sees the same val_nll (a global metric) and shrinks alike.
+        callbacks.insert(callbacks.index(checkpoint_callback), plateau)
 
     if start_step < planned_steps:
         # An "epoch" is eval_every steps; one more than planned leaves room for steps
@@ -242,7 +261,8 @@ def train(options: TrainOptions) -> TrainResult:
                 "and %d over-long pairs (counted on every pass over the data)",
                 run.training.max_length, counts["empty"], counts["too_long"])
     step = int(model.optimizer.iterations.numpy())
-    stopped_by = "time" if time_budget and time_budget.stopped_at_step is not None else "steps"
+    stopped_by = ("time" if time_budget and time_budget.stopped_at_step is not None
+                  else "plateau" if plateau is not None and plateau.finished else "steps")
     return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
                        planned_steps=planned_steps, last_checkpoint=manager.latest_checkpoint,
                        stopped_by=stopped_by, seconds=time.monotonic() - started,
