@@ -44,7 +44,7 @@ WORKERS = BENCH / "workers"
 sys.path.insert(0, str(BENCH))
 import common  # noqa: E402
 
-SECTIONS = ("matmul", "train", "decode", "pipeline")
+SECTIONS = ("matmul", "train", "decode", "pipeline", "families")
 
 # Targets of the performance issue (ratios in one run; memory has none).
 TARGETS = {"train_vs_torch": 1.2, "decode_vs_ctranslate2": 0.8, "decode_vs_hf": 1.5,
@@ -449,9 +449,50 @@ def _suite_pass(runner, quick, sections, shapes, without) -> dict:
         }
         benchmarks["input_pipeline_multi30k"] = compare(entry)
 
+    # ---------------------------------------------------------------- model families
+    if "families" in sections:
+        _families(runner, settings, benchmarks, peak)
+
     report["machine"]["load_average_end"] = common.load_average()
     report["workers"] = runner.workers
     return report
+
+
+def _families(runner, settings, benchmarks, peak) -> None:
+    """ConvS2S (convs2s_multi30k) vs the Transformer of the same parameter count (the
+    multi30k preset with d_ff matched), training and beam-4 decoding, one worker each."""
+    args = _repeat_args(settings["train_small"])
+    convs2s, convs2s_error = runner.run("family_convs2s", "family_tf",
+                                        ["--preset", "convs2s_multi30k", *args])
+    transformer, transformer_error = runner.run(
+        "family_transformer", "family_tf",
+        ["--preset", "multi30k", "--match-params", "convs2s_multi30k", *args])
+
+    def part(result, name, key):
+        return _get(_get(result, name), key)
+
+    common_fields = {
+        "higher_is_better": True, "ours_error": convs2s_error, "peer_missing": transformer_error,
+        "peer_name": "our Transformer (multi30k preset, d_ff matched to ConvS2S's parameters)",
+        "ours_parameters": _get(convs2s, "parameters"),
+        "peer_parameters": _get(transformer, "parameters"),
+        "details": {"ours": convs2s, "peer": transformer},
+    }
+    benchmarks["train_convs2s_vs_transformer_multi30k"] = compare({
+        "metric": "target_tokens_per_s", **common_fields,
+        "ours": part(convs2s, "train", "target_tokens_per_s"),
+        "peer": part(transformer, "train", "target_tokens_per_s"),
+        "ours_gflops": part(convs2s, "train", "achieved_gflops"),
+        "peer_gflops": part(transformer, "train", "achieved_gflops"),
+        "ours_flops_per_target_token": _get(convs2s, "training_flops_per_target_token"),
+        "peer_flops_per_target_token": _get(transformer, "training_flops_per_target_token"),
+        "peak_gflops": peak,
+    })
+    benchmarks["decode_convs2s_vs_transformer_multi30k_beam4"] = compare({
+        "metric": "sentences_per_s", **common_fields,
+        "ours": part(convs2s, "decode", "sentences_per_s"),
+        "peer": part(transformer, "decode", "sentences_per_s"),
+    })
 
 
 def _cpu_model() -> str:

@@ -103,6 +103,9 @@ class ModelConfig(_Serialisable):
         (x + Dropout(Sublayer(LayerNorm(x))), with a final LayerNorm per stack).
       layer_norm_epsilon: epsilon of every LayerNormalization.
       scale_embeddings: multiply embeddings by sqrt(d_model) (section 3.4).
+      attention_window: restricted self-attention (Table 1, section 4): a position attends
+        only to the positions within this many steps of it (encoder: both sides; decoder:
+        earlier ones); None attends to the whole sequence (the paper's models).
     """
 
     vocab_size: int = 37000
@@ -123,6 +126,7 @@ class ModelConfig(_Serialisable):
     norm_position: str = "post"
     layer_norm_epsilon: float = 1e-6
     scale_embeddings: bool = True
+    attention_window: int | None = None
 
     def __post_init__(self):
         def positive_int(name):
@@ -135,7 +139,8 @@ class ModelConfig(_Serialisable):
 
         for name in ("vocab_size", "num_layers", "d_model", "d_ff", "num_heads", "max_position"):
             positive_int(name)
-        for name in ("target_vocab_size", "num_decoder_layers", "key_dim", "value_dim"):
+        for name in ("target_vocab_size", "num_decoder_layers", "key_dim", "value_dim",
+                     "attention_window"):
             if getattr(self, name) is not None:
                 positive_int(name)
         _check(

@@ -168,7 +168,8 @@ class Transformer(Seq2SeqModel):
         source_valid = padding_mask(source_ids, PAD_ID)
         x = self.source_embedding(source_ids)
         x = self.source_dropout(x + self.source_positions(x), training=training)
-        mask = attention_mask(source_valid, source_valid)  # (batch, 1, source)
+        # (batch, 1 or source, source)
+        mask = attention_mask(source_valid, source_valid, window=self.config.attention_window)
         for layer in self.encoder_layers:
             x = layer(x, attention_mask=mask, training=training)
         if self.encoder_final_norm is not None:
@@ -189,7 +190,8 @@ class Transformer(Seq2SeqModel):
         target_valid = padding_mask(target_input_ids, PAD_ID)
         x = self.target_embedding(target_input_ids)
         x = self.target_dropout(x + self.target_positions(x), training=training)
-        self_mask = attention_mask(target_valid, target_valid, causal=True)
+        self_mask = attention_mask(target_valid, target_valid, causal=True,
+                                   window=self.config.attention_window)
         cross_mask = source_valid[:, None, :]  # (batch, 1, source)
         for layer in self.decoder_layers:
             x = layer(x, encoder_output, self_mask, cross_mask, training=training)
@@ -248,7 +250,10 @@ class Transformer(Seq2SeqModel):
         x = x + self.target_positions(x, offset=step)
         max_length = tf.shape(state.per_beam[0]["self_key"])[2]
         # Keys at positions 0..step exist; (1, 1, max_length) broadcasts over the batch.
-        self_mask = (tf.range(max_length) <= step)[None, None, :]
+        self_mask = tf.range(max_length) <= step
+        if self.config.attention_window is not None:
+            self_mask &= tf.range(max_length) >= step - self.config.attention_window
+        self_mask = self_mask[None, None, :]
         cross_mask = state.per_sentence["source_valid"][:, None, :]
         new_per_beam = []
         for layer, cross, own in zip(self.decoder_layers, state.per_sentence["layers"],
