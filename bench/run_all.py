@@ -44,7 +44,7 @@ WORKERS = BENCH / "workers"
 sys.path.insert(0, str(BENCH))
 import common  # noqa: E402
 
-SECTIONS = ("matmul", "train", "decode", "pipeline", "families")
+SECTIONS = ("matmul", "train", "decode", "pipeline", "families", "layers")
 
 # Targets of the performance issue (ratios in one run; memory has none).
 TARGETS = {"train_vs_torch": 1.2, "decode_vs_ctranslate2": 0.8, "decode_vs_hf": 1.5,
@@ -94,7 +94,10 @@ class Runner:
             self.workers[name] = {"ok": False, "seconds": 0.0, "rounds": 0, "error": reason}
             log(f"{name}: skipped, {reason}")
             return None, reason
-        command = [sys.executable, str(WORKERS / f"{script}.py"), *args]
+        path = WORKERS / f"{script}.py"
+        if not path.exists():  # a script of bench/ itself (e.g. layer_scaling)
+            path = BENCH / f"{script}.py"
+        command = [sys.executable, str(path), *args]
         log(f"{name}: {' '.join(command[1:])}")
         start = time.perf_counter()
         try:
@@ -452,6 +455,11 @@ def _suite_pass(runner, quick, sections, shapes, without) -> dict:
     # ---------------------------------------------------------------- model families
     if "families" in sections:
         _families(runner, settings, benchmarks, peak)
+
+    # ---------------------------------------------------------------- Table 1 (full run)
+    if "layers" in sections and not quick:
+        result, error = runner.run("layer_scaling", "layer_scaling", [])
+        report["layer_scaling"] = result if result is not None else {"error": error}
 
     report["machine"]["load_average_end"] = common.load_average()
     report["workers"] = runner.workers

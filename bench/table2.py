@@ -28,7 +28,8 @@ def _logged_scalars(logdir: pathlib.Path, tag: str) -> list[float]:
 
     values = []
     for path in sorted(logdir.glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
             for value in event.summary.value:
                 if value.tag == tag:
                     values.append(float(tf.make_ndarray(value.tensor)))
@@ -54,13 +55,13 @@ def describe_run(work_dir: pathlib.Path) -> dict:
     from transformer_tf.evaluation.scoring import evaluate
     from transformer_tf.evaluation.textfiles import read_lines
     from transformer_tf.inference.batch import load_translator, translate_lines
+    from transformer_tf.inference.loading import load_trained
     from transformer_tf.training.model_dir import read_run_config
 
     summary = json.loads((work_dir / "summary.json").read_text())
     paths = summary["paths"]
     run = read_run_config(paths["model_dir"])
-    translator = load_translator(model=paths["saved_model"])
-    model = translator.owner.model
+    model = load_trained(paths["model_dir"], paths["chosen_checkpoint"])[0]
     prepared = load_prepared(paths["data_dir"])
     test = prepared.files("test")
     sources, references = read_lines(test.source), read_lines(test.target)

@@ -26,6 +26,7 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     summary = json.loads((work / "summary.json").read_text())
     paths = summary["paths"]
     assert summary["train_steps"] == 24
+    assert (summary["family"], summary["beam_size"], summary["alpha"]) == ("transformer", 2, 0.6)
     assert (work / "data" / "prepared.json").exists() and (work / "data" / "bpe.model").exists()
     checkpoints = sorted((work / "model" / "checkpoints").glob("ckpt-*.index"))
     assert len(checkpoints) >= 3 and (work / "model" / "checkpoints" / "ckpt-24.index").exists()

@@ -176,6 +176,7 @@ def run_recipe(options: RecipeOptions) -> dict:
     scores_dict = report.to_dict()
     summary = {
         "dataset": options.dataset, "direction": f"{src}-{tgt}", "preset": options.preset,
+        "family": run.family, "beam_size": search["beam_size"], "alpha": search["alpha"],
         "model_config": run.model.get_config(), "training_config": run.training.get_config(),
         "parameters": int(translator.owner.model.count_params()), "train_steps": result.step,
         "resumed_from_step": result.start_step,
@@ -217,10 +218,11 @@ def format_summary(summary: dict) -> str:
         "=" * 72,
         f"trained      to step {summary['train_steps']} (steps {summary['resumed_from_step']}"
         f"-{summary['train_steps']} in {summary['train_seconds_this_invocation']} s, "
-        f"{summary['precision']}) ({summary['parameters']:,} parameters, preset "
-        f"{summary['preset']})",
+        f"{summary['precision']}) ({summary['parameters']:,} parameters, {summary['family']} "
+        f"preset {summary['preset']})",
         f"checkpoints  {summary['averaging']}",
         f"dev set      {dev}; kept {summary['chosen']}",
+        f"decoding     beam {summary['beam_size']}, alpha {summary['alpha']}",
         f"sacreBLEU    {_two_decimals(summary['sacrebleu'])}  ({summary['sacrebleu_signature']})",
         f"BLEU (lowercased, tokenized, Multi30k style)  "
         f"{_two_decimals(summary['bleu_lowercase_tokenized'])}",
