@@ -10,7 +10,7 @@ import sys
 import pytest
 
 RANKS = {"config": 0, "layers": 1, "data": 1, "decoding": 1, "evaluation": 1, "models": 2,
-         "training": 3, "inference": 4, "export": 5, "recipe": 6}
+         "training": 3, "inference": 4, "export": 5, "recipe": 6, "variations": 6}
 
 IMPORT_ALL = r"""
 import importlib, json, pkgutil, sys
