@@ -30,7 +30,8 @@ def main(argv=None):
                         help="where checkpoints, TensorBoard logs and run_config.json go; "
                              "an existing run there is resumed")
     plan = parser.add_argument_group("how long (one of --max-steps/--epochs; --max-minutes "
-                                     "alone or as a cap)")
+                                     "alone or as a cap; none: the preset's step plan, "
+                                     "base 100k, big 300k)")
     plan.add_argument("--max-steps", type=int, help="train until this many optimizer steps")
     plan.add_argument("--epochs", type=float, help="train for this many passes over the data")
     plan.add_argument("--max-minutes", type=float,
@@ -68,8 +69,6 @@ def main(argv=None):
                         help="override a TrainingConfig field, e.g. clip_norm=1.0 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    if args.max_steps is None and args.epochs is None and args.max_minutes is None:
-        parser.error("give --max-steps, --epochs or --max-minutes")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("absl").setLevel(logging.WARNING)
 
@@ -88,6 +87,10 @@ def main(argv=None):
                                           "--model-option")
     except ConfigError as error:
         parser.error(str(error))
+    if (args.max_steps is None and args.epochs is None and args.max_minutes is None
+            and get_preset(args.preset).training.train_steps is None):
+        parser.error("give --max-steps, --epochs or --max-minutes (this preset has no step "
+                     "plan; base, big and big_en_fr do: 100k, 300k, 300k steps)")
     for flag, field in (("tokens_per_batch", "tokens_per_batch"),
                         ("warmup_steps", "warmup_steps"), ("seed", "seed")):
         if getattr(args, flag) is not None:

@@ -78,3 +78,13 @@ def test_unknown_fields_and_presets_are_rejected():
         TrainingConfig(warmup_steps=0)
     with pytest.raises(ConfigError, match="beam_size"):
         DecodingConfig(beam_size=0)
+
+
+def test_paper_presets_carry_their_step_plans_and_the_en_fr_big_model():
+    from transformer_tf.config import get_preset
+    assert get_preset("base").training.train_steps == 100_000
+    assert get_preset("big").training.train_steps == 300_000
+    big, en_fr = get_preset("big"), get_preset("big_en_fr")
+    assert en_fr.model == big.model.replace(dropout=0.1) and big.model.dropout == 0.3
+    assert en_fr.training == big.training
+    assert get_preset("multi30k").training.train_steps is None  # budgets by time instead

@@ -331,6 +331,9 @@ class TrainingConfig(_Serialisable):
       keep_checkpoints: how many recent checkpoints to keep.
       average_last: how many final checkpoints to average (paper: 5 base, 20 big).
       seed: seed for weights, dropout and data shuffling.
+      train_steps: the preset's step plan, used when a run is given no plan of its own
+        (paper: base 100,000 steps, big 300,000, at ~25k+25k tokens per step); None: a
+        plan must be given.
     """
 
     warmup_steps: int = 4000
@@ -352,8 +355,12 @@ class TrainingConfig(_Serialisable):
     keep_checkpoints: int = 20
     average_last: int = 5
     seed: int = 1234
+    train_steps: int | None = None
 
     def __post_init__(self):
+        _check(self.train_steps is None or (isinstance(self.train_steps, int)
+                                            and self.train_steps > 0),
+               "train_steps", f"expected a positive integer or None, got {self.train_steps!r}")
         for name in ("warmup_steps", "tokens_per_batch", "max_length",
                      "gradient_accumulation_steps", "keep_checkpoints", "average_last"):
             value = getattr(self, name)
@@ -415,6 +422,7 @@ class Preset:
 
 def _presets() -> dict[str, Preset]:
     base = ModelConfig(num_layers=6, d_model=512, d_ff=2048, num_heads=8, dropout=0.1)
+    big = base.replace(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3)
     return {
         # For unit tests: a few thousand parameters, fast to build and run.
         "tiny": Preset(
@@ -433,10 +441,15 @@ def _presets() -> dict[str, Preset]:
                                     checkpoint_every_minutes=5.0, keep_checkpoints=10,
                                     average_last=5),
         ),
-        "base": Preset(model=base, training=TrainingConfig(average_last=5)),
+        "base": Preset(model=base, training=TrainingConfig(average_last=5, train_steps=100_000)),
         "big": Preset(
-            model=base.replace(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
-            training=TrainingConfig(average_last=20),
+            model=big,
+            training=TrainingConfig(average_last=20, train_steps=300_000),
+        ),
+        # The paper's big model for WMT14 En-Fr used P_drop 0.1 instead of 0.3.
+        "big_en_fr": Preset(
+            model=big.replace(dropout=0.1),
+            training=TrainingConfig(average_last=20, train_steps=300_000),
         ),
         **_convs2s_presets(),
     }
@@ -485,7 +498,7 @@ def _convs2s_presets() -> dict[str, Preset]:
     }
 
 
-PRESET_NAMES = ("tiny", "multi30k", "base", "big", "convs2s_tiny", "convs2s_multi30k",
+PRESET_NAMES = ("tiny", "multi30k", "base", "big", "big_en_fr", "convs2s_tiny", "convs2s_multi30k",
                 "convs2s_wmt_en_de", "convs2s_wmt_en_fr")
 
 

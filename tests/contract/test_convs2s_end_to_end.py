@@ -48,9 +48,10 @@ def test_convs2s_trains_averages_exports_and_serves(tiny_multi30k, tmp_path, gc_
     model_dir = tmp_path / "model"
     options = dict(data_dir=str(data_dir), model_dir=str(model_dir), preset="convs2s_tiny",
                    eval_every=2, validation_sentences=4, verbose=0,
-                   training_overrides={"checkpoint_every_minutes": 1e-5})
+                   # No plan given: the preset's step plan (TrainingConfig.train_steps).
+                   training_overrides={"checkpoint_every_minutes": 1e-5, "train_steps": 4})
     with gc_frozen():
-        result = train(TrainOptions(max_steps=4, **options))
+        result = train(TrainOptions(**options))
     assert result.step == 4
     run_config = json.loads((model_dir / "run_config.json").read_text())
     assert run_config["family"] == "convs2s"

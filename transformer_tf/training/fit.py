@@ -160,11 +160,14 @@ def train(options: TrainOptions) -> TrainResult:
     plans = [x for x in (options.max_steps, options.epochs) if x is not None]
     if len(plans) > 1:
         raise ValueError("give at most one of max_steps and epochs")
-    if not plans and options.max_minutes is None:
-        raise ValueError("give a plan: max_steps, epochs or max_minutes")
     started = time.monotonic()
     prepared = load_prepared(options.data_dir)
     run = _run_config(options, prepared)
+    if not plans and options.max_minutes is None:
+        if run.training.train_steps is None:
+            raise ValueError(f"give a plan: max_steps, epochs or max_minutes (preset "
+                             f"{options.preset!r} has no step plan)")
+        options = dataclasses.replace(options, max_steps=run.training.train_steps)
     model_dir = pathlib.Path(options.model_dir)
     config_path = model_dir / model_dir_lib.RUN_CONFIG
     if config_path.exists():
