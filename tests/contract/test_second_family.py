@@ -1,8 +1,11 @@
-"""A second model family goes through the same machinery as the Transformer: trained by
-the training driver (scripts/train.py's code path, validation BLEU included), averaged,
-exported as a SavedModel, translated from in a fresh process, and reloaded from a model
-directory whose prepared data is gone. Nothing Transformer-specific may run: building a
-Transformer fails during the test."""
+"""A second model family goes through the same machinery as the Transformer.
+
+ConvS2S is trained by the training driver (scripts/train.py's code path: its Nesterov
+optimizer, plateau state and validation BLEU included), averaged, exported as a SavedModel,
+translated from in a fresh process, and reloaded from a model directory whose prepared data
+is gone; nothing Transformer-specific may run (building a Transformer fails during the
+test). A toy GRU family, sharing no code with either beyond the contract's base class,
+checks that the contract alone is enough for cached decoding."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,7 +29,7 @@ from transformer_tf.models import registry
 from transformer_tf.models.contract import Seq2SeqModel
 from transformer_tf.models.transformer import Transformer
 from transformer_tf.training import checkpoints
-from transformer_tf.training.fit import TrainOptions, train
+from transformer_tf.training.fit import TrainOptions, build_model_and_optimizer, train
 
 # ---------------------------------------------------------------------------- the toy family
 # A bag-of-words encoder (embedding, tanh layer, masked mean) and a one-layer GRU decoder
@@ -88,7 +91,7 @@ class ToyGru(Seq2SeqModel):
 
 
 # ---------------------------------------------------------------------------- tests
-SENTENCES = ["A man is riding a bicycle.", "Two dogs play in the snow."]
+SENTENCES = ["A man is riding a bicycle.", "Two dogs play in the snow.", ""]
 
 FRESH_PROCESS = r"""
 import json, sys
@@ -97,22 +100,6 @@ loaded = tf.saved_model.load(sys.argv[1])
 out = loaded.signatures["serving_default"](text=tf.constant(json.loads(sys.argv[2])))
 print(json.dumps([t.decode() for t in out["translation"].numpy()]))
 """
-
-
-@pytest.fixture
-def toy_family(monkeypatch):
-    registry.register_family(ToyGru.family, ToyGru, ToyGruConfig)
-    tiny = get_preset("tiny")
-    register_preset("toy_gru", Preset(model=ToyGruConfig(), family=ToyGru.family,
-                                      training=tiny.training, decoding=tiny.decoding))
-
-    def no_transformer(*args, **kwargs):
-        raise AssertionError("a Transformer was built for a toy_gru run")
-
-    monkeypatch.setattr(Transformer, "__init__", no_transformer)
-    yield
-    unregister_preset("toy_gru")
-    registry.FAMILIES.pop(ToyGru.family)
 
 
 def test_contract_holds_for_the_toy_model():
@@ -129,37 +116,83 @@ def test_contract_holds_for_the_toy_model():
         np.testing.assert_allclose(logits.numpy(), full[:, t], atol=1e-5)
 
 
-def test_second_family_trains_exports_and_serves(toy_family, tiny_multi30k, tmp_path, gc_frozen):
+def test_a_family_and_its_preset_register_by_name():
+    registry.register_family(ToyGru.family, ToyGru, ToyGruConfig)
+    tiny = get_preset("tiny")
+    register_preset("toy_gru", Preset(model=ToyGruConfig(), family=ToyGru.family,
+                                      training=tiny.training, decoding=tiny.decoding))
+    try:
+        preset = get_preset("toy_gru")
+        model = registry.build_model(preset.family, preset.model.get_config())
+        assert isinstance(model, ToyGru) and model.built
+        assert registry.config_class("toy_gru") is ToyGruConfig
+        with pytest.raises(ValueError, match="family"):
+            registry.register_family("other", ToyGru, ToyGruConfig)
+    finally:
+        unregister_preset("toy_gru")
+        registry.FAMILIES.pop(ToyGru.family)
+
+
+@pytest.fixture
+def no_transformer(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a Transformer was built for a ConvS2S run")
+
+    monkeypatch.setattr(Transformer, "__init__", refuse)
+
+
+def test_nesterov_training_lowers_the_convs2s_loss():
+    preset = get_preset("convs2s_tiny")
+    trainer = build_model_and_optimizer(preset.model, preset.training, family="convs2s")
+    assert isinstance(trainer.optimizer, keras.optimizers.SGD) and trainer.optimizer.nesterov
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, 64, (8, 7)).astype(np.int32)
+    target = rng.integers(4, 64, (8, 6)).astype(np.int32)
+    labels = np.concatenate([target[:, 1:], np.full((8, 1), 3, np.int32)], axis=1)
+    batch = ((tf.constant(source), tf.constant(target)), tf.constant(labels))
+    losses = [float(trainer.train_on_batch(*batch, return_dict=True)["nll"]) for _ in range(40)]
+    assert losses[-1] < 0.7 * losses[0], losses
+
+
+def test_second_family_trains_exports_and_serves(no_transformer, tiny_multi30k, tmp_path,
+                                                 gc_frozen):
     data_dir = tmp_path / "data"
     shutil.copytree(tiny_multi30k.directory, data_dir)
     model_dir = tmp_path / "model"
     with gc_frozen():
+        # No plan given: the preset's step plan (TrainingConfig.train_steps).
         result = train(TrainOptions(
-            data_dir=str(data_dir), model_dir=str(model_dir), preset="toy_gru", max_steps=4,
+            data_dir=str(data_dir), model_dir=str(model_dir), preset="convs2s_tiny",
             eval_every=2, validation_sentences=4, verbose=0,
-            training_overrides={"checkpoint_every_minutes": 1e-5}))
+            training_overrides={"checkpoint_every_minutes": 1e-5, "train_steps": 4}))
     assert result.step == 4
     run_config = json.loads((model_dir / "run_config.json").read_text())
-    assert run_config["family"] == "toy_gru"
-    # The validation BLEU callback decoded with the toy model.
+    assert run_config["family"] == "convs2s"
+    assert run_config["training"]["optimizer"] == "nesterov"
+    # The plateau schedule's state is saved with the run; validation BLEU was decoded.
+    reader = tf.train.load_checkpoint(str(checkpoints.checkpoint_dir(model_dir) / "ckpt-4"))
+    assert reader.has_tensor("plateau/.ATTRIBUTES/VARIABLE_VALUE")
     assert any((model_dir / "logs" / "validation").iterdir())
 
     # The run directory is self-contained: the prepared data can go.
     shutil.rmtree(data_dir)
     averaged = checkpoints.average_run(model_dir, 2)
     assert len(averaged.sources) == 2
-    export_dir = export_model_dir(model_dir, tmp_path / "saved" / "toy" / "1")
+    export_dir = export_model_dir(model_dir, tmp_path / "saved" / "convs2s" / "1")
     info = json.loads((export_dir / "assets.extra" / "transformer_tf.json").read_text())
-    assert info["family"] == "toy_gru"
+    assert info["family"] == "convs2s"
 
     in_memory = load_translator(model_dir=str(model_dir))
+    assert in_memory.owner.decoding.beam_size == 5  # the preset's (ConvS2S paper) beam
     expected, _ = translate_lines(in_memory, SENTENCES, progress=False)
     fresh = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(export_dir),
                             json.dumps(SENTENCES)],
                            capture_output=True, text=True, timeout=300, check=True)
-    assert json.loads(fresh.stdout.strip().splitlines()[-1]) == [row[0] for row in expected]
+    served = json.loads(fresh.stdout.strip().splitlines()[-1])
+    assert served == [row[0] for row in expected]
+    assert served[2] == ""  # a blank row stays blank
 
-    # And the search is a real one: beam 3 through the same glue.
+    # And the search is a real one: n-best through the same glue, sorted by score.
     model = in_memory.owner.model
     ids = tf.constant([[5, 6, 7, 3], [8, 3, 0, 0]], tf.int32)
     beams = search_model(model, ids, DecodingConfig(beam_size=3, max_extra_length=4), n_best=3)
