@@ -122,3 +122,12 @@ def test_ids_only_export_loads_with_core_ops_only(serving_exports, serving_trans
     for key in ("ids", "length", "score"):
         np.testing.assert_allclose(np.load(tmp_path / "out" / f"{key}.npy"),
                                    expected[key].numpy(), rtol=1e-5)
+
+
+def test_translate_lines_reads_the_ids_only_export(serving_exports, serving_translator):
+    from transformer_tf.inference.batch import load_translator
+    loaded = load_translator(model=str(serving_exports["ids"]))
+    lines, scores = translate_lines(loaded, GOOD + ["\u3000"], progress=False)
+    expected = serving_translator.translate(tf.constant(GOOD))
+    assert [row[0] for row in lines] == [t.decode() for t in expected["translation"].numpy()] + [""]
+    np.testing.assert_allclose(scores[:3, 0], expected["score"].numpy(), rtol=1e-5)
