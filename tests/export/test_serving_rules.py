@@ -131,3 +131,18 @@ def test_translate_lines_reads_the_ids_only_export(serving_exports, serving_tran
     expected = serving_translator.translate(tf.constant(GOOD))
     assert [row[0] for row in lines] == [t.decode() for t in expected["translation"].numpy()] + [""]
     np.testing.assert_allclose(scores[:3, 0], expected["score"].numpy(), rtol=1e-5)
+
+
+def test_text_export_runs_in_a_tf1_session_loader(serving_exports, serving_translator):
+    # TF Serving's C++ loader restores variables through the MetaGraph's saver, as TF1's
+    # Python loader does. Keras 3 variables alone leave the signatures reading variables
+    # that loader never restores ("Could not find variable ..."): core_variables fixes it.
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"],
+                                                    str(serving_exports["text"]))
+        signature = meta.signature_def["serving_default"]
+        out = session.run({key: info.name for key, info in signature.outputs.items()},
+                          {signature.inputs["text"].name: GOOD})
+    expected = serving_translator.translate(tf.constant(GOOD))
+    np.testing.assert_array_equal(out["translation"], expected["translation"].numpy())
+    np.testing.assert_allclose(out["score"], expected["score"].numpy(), rtol=1e-5)
