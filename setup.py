@@ -7,6 +7,7 @@ CORE = [
     "tensorflow-text==2.21.*",
     "tensorflow-datasets==4.9.*",
     "sacrebleu==2.6.*",
+    "sacremoses==0.2.*",  # Moses tokenizer of the paper-style BLEU
     "sentencepiece==0.2.*",
     "tensorboard==2.21.*",
     "importlib_resources",  # tensorflow-datasets 4.9 needs it to prepare datasets

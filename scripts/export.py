@@ -24,6 +24,10 @@ def main(argv=None):
     parser.add_argument("--max-extra-length", type=int,
                         help="output length limit = input length + this (default 50)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
+    parser.add_argument("--ids-only", action="store_true",
+                        help="export the ids-in, ids-out variant without the tokenizer, for "
+                             "servers without tensorflow-text ops (clients tokenize with "
+                             "OUT/assets.extra/bpe.model)")
     args = parser.parse_args(argv)
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
@@ -31,7 +35,7 @@ def main(argv=None):
 
     try:
         path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
-                                beam_size=args.beam_size, alpha=args.alpha,
+                                ids_only=args.ids_only, beam_size=args.beam_size, alpha=args.alpha,
                                 max_extra_length=args.max_extra_length)
     except (FileExistsError, FileNotFoundError, ValueError) as error:  # ConfigError too
         print(f"error: {error}", file=sys.stderr)

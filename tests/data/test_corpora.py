@@ -1,5 +1,8 @@
-"""Corpora: Multi30k lookup and checked download, TFDS WMT14 end to end on mock data."""
+"""Corpora: Multi30k lookup and checked download (from a local HTTP server), TFDS WMT14 end
+to end on mock data."""
+import http.server
 import shutil
+import threading
 
 import pytest
 import tensorflow_datasets as tfds
@@ -29,7 +32,7 @@ def test_multi30k_found_through_data_dir_and_environment(shared_data_dir, monkey
 
 @pytest.fixture()
 def mirror(multi30k_dir, tmp_path):
-    """A file:// copy of the canonical download location (en and de only)."""
+    """A copy of the canonical download location (en and de only), to be corrupted at will."""
     directory = tmp_path / "mirror"
     directory.mkdir()
     for name in multi30k.file_names(("en", "de")):
@@ -37,34 +40,82 @@ def mirror(multi30k_dir, tmp_path):
     return directory
 
 
-def test_multi30k_download_checks_checksums(mirror, tmp_path, monkeypatch):
+@pytest.fixture()
+def http_mirror(mirror):
+    """(mirror directory, URL template, list of requested paths): `mirror` served over
+    HTTP on 127.0.0.1 by a server thread that lives for the test."""
+    requested = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(mirror), **kwargs)
+
+        def log_message(self, format, *args):  # quiet; remember what was asked for
+            requested.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield mirror, f"http://127.0.0.1:{server.server_address[1]}/{{file}}", requested
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_multi30k_download_over_http_checks_checksums(http_mirror, multi30k_dir, tmp_path,
+                                                      monkeypatch):
     monkeypatch.delenv("TRANSFORMER_TF_DATA", raising=False)
+    mirror, url, requested = http_mirror
     cache = tmp_path / "cache"
-    url = mirror.as_uri() + "/{file}"
     corpus = multi30k.multi30k_corpus("de", "en", cache_dir=cache, url_template=url)
-    assert sorted(p.name for p in cache.iterdir()) == sorted(multi30k.file_names(("en", "de")))
+    names = sorted(multi30k.file_names(("en", "de")))
+    assert sorted(p.name for p in cache.iterdir()) == names  # no .part left
+    assert sorted(requested) == sorted(f"/{name}" for name in names)
+    for name in names:
+        assert (cache / name).read_bytes() == (multi30k_dir / name).read_bytes()
     assert corpus.splits["train"].source == cache / "train.de.gz"
     assert corpus.splits["valid"].check() == 1014
     # Found again without fetching: the mirror may disappear.
     shutil.rmtree(mirror)
     assert multi30k.multi30k_corpus("de", "en", cache_dir=cache, url_template=url,
                                     download_if_missing=False).splits == corpus.splits
+    assert len(requested) == len(names)
 
 
-def test_multi30k_download_rejects_a_corrupted_file(mirror, tmp_path, monkeypatch):
+def test_multi30k_download_rejects_a_corrupted_file(http_mirror, tmp_path, monkeypatch):
     monkeypatch.delenv("TRANSFORMER_TF_DATA", raising=False)
+    mirror, url, _ = http_mirror
     (mirror / "val.de.gz").write_bytes(b"not the real file")
     cache = tmp_path / "cache"
-    with pytest.raises(multi30k.ChecksumError, match="val.de.gz"):
-        multi30k.multi30k_corpus("en", "de", cache_dir=cache,
-                                 url_template=mirror.as_uri() + "/{file}")
+    with pytest.raises(multi30k.ChecksumError, match="val.de.gz: checksum mismatch"):
+        multi30k.multi30k_corpus("en", "de", cache_dir=cache, url_template=url)
     assert not (cache / "val.de.gz").exists()
-    assert not list(cache.glob("*.part"))
+    assert not [p for p in cache.iterdir() if p.name.endswith(".part")]
+    (mirror / "train.en.gz").unlink()  # a file missing on the server: HTTP 404
+    shutil.rmtree(cache)
+    with pytest.raises(CorpusError, match="train.en.gz: could not download .*404"):
+        multi30k.multi30k_corpus("en", "de", cache_dir=cache, url_template=url)
+    assert not [p for p in cache.iterdir() if "train.en" in p.name]
+
+
+def test_multi30k_download_keeps_a_verified_partial_file(multi30k_dir, tmp_path, monkeypatch):
+    # An interrupted run left every file fetched and verified, but not yet renamed; the
+    # mirror is gone, yet nothing needs fetching.
+    monkeypatch.delenv("TRANSFORMER_TF_DATA", raising=False)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for name in multi30k.file_names(("en", "fr")):
+        shutil.copy(multi30k_dir / name, cache / f".{name}.part")
+    corpus = multi30k.multi30k_corpus("fr", "en", cache_dir=cache,
+                                      url_template="http://127.0.0.1:9/{file}")
+    assert corpus.splits["test"].source == cache / "test_2016_flickr.fr.gz"
+    assert sorted(p.name for p in cache.iterdir()) == sorted(multi30k.file_names(("en", "fr")))
 
 
 def test_multi30k_missing_without_download_is_an_error(tmp_path, monkeypatch):
     monkeypatch.delenv("TRANSFORMER_TF_DATA", raising=False)
-    with pytest.raises(CorpusError, match="downloading is off"):
+    with pytest.raises(CorpusError, match="downloading is off \\(--no-download\\): put train.en.gz"):
         multi30k.multi30k_corpus("en", "de", cache_dir=tmp_path, download_if_missing=False)
     with pytest.raises(CorpusError, match="no language"):
         multi30k.multi30k_corpus("en", "cs")

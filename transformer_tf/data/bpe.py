@@ -173,6 +173,29 @@ def python_processor(model_proto: bytes) -> spm.SentencePieceProcessor:
     return spm.SentencePieceProcessor(model_proto=model_proto)
 
 
+# Every character str.splitlines() ends a line at.
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def line_break_piece_ids(model_proto: bytes) -> list[int]:
+    """Ids of the pieces whose text holds a line break (a LINE_BREAKS character): the
+    byte pieces <0x0A>, <0x0B>, <0x0C>, <0x0D>, <0x1C>..<0x1E> and any learned piece
+    containing such a character. Searches forbid them, so no output spans two lines.
+
+    (NEL, U+2028 and U+2029 spelt as several byte pieces are not caught: those bytes also
+    spell other characters. Our line-based tools split at "\n" only.)
+    """
+    processor = python_processor(model_proto)
+    found = []
+    for piece_id in range(processor.get_piece_size()):
+        if processor.is_control(piece_id) or processor.is_unknown(piece_id):
+            continue
+        text = processor.decode([piece_id])
+        if any(character in LINE_BREAKS for character in text):
+            found.append(piece_id)
+    return found
+
+
 class BpeTokenizer(tf.Module):
     """In-graph tokenizer over a sentencepiece BPE model (tensorflow-text ops).
 

@@ -10,15 +10,21 @@ Where the files come from, first match wins:
    `download=True`).
 2. `$TRANSFORMER_TF_DATA/multi30k/` if it holds the files.
 3. The download cache `cache_dir` (default `default_cache_dir()/multi30k`), filled from
-   `MULTI30K_URL` when needed. Every downloaded file is checked against `MULTI30K_SHA256`
-   before it is moved into place; a mismatch raises `ChecksumError` and leaves nothing.
+   `MULTI30K_URL` when needed.
+
+Downloads go through `keras.utils.get_file` with `file_hash` (SHA-256 from
+`MULTI30K_SHA256`): each file is fetched under a hidden `.NAME.part` name, verified, and
+only then renamed into place; a mismatch raises `ChecksumError` and leaves nothing behind.
+A `.part` file that an interrupted run left and that already has the right digest is used
+without fetching it again. The TFDS builder (`multi30k_tfds`) finds and fetches the files
+through `locate` too, so there is one code path whether the files are local or downloaded.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import tempfile
-import urllib.request
+import sys
 from pathlib import Path
 
 from transformer_tf.data.corpora import (
@@ -77,45 +83,53 @@ def find_local(data_dir=None, languages=LANGUAGES) -> Path | None:
     return None
 
 
-def download(directory, languages=LANGUAGES, url_template: str = MULTI30K_URL) -> Path:
-    """Downloads the missing Multi30k files for `languages` into `directory`.
+def _fetch(name: str, url: str, directory: Path) -> None:
+    """`directory/name` from `url` through keras.utils.get_file, SHA-256 checked."""
+    from keras.utils import get_file  # imported on use: only downloads need Keras here
 
-    Each file is fetched to a temporary name, its SHA-256 checked against
-    `MULTI30K_SHA256`, and only then renamed into place. `url_template` (with a `{file}`
-    field) may point elsewhere, e.g. a `file://` mirror.
+    partial = directory / f".{name}.part"
+    expected = MULTI30K_SHA256[name]
+    try:
+        # get_file shows its progress bar on stdout, which belongs to the scripts' results.
+        with contextlib.redirect_stdout(sys.stderr):
+            get_file(fname=partial.name, origin=url, file_hash=expected,
+                     hash_algorithm="sha256", cache_dir=str(directory), cache_subdir="")
+        os.replace(partial, directory / name)
+    except ValueError:  # get_file's "Incomplete or corrupted file detected"
+        actual = sha256_of_raw_file(partial) if partial.exists() else "nothing"
+        raise ChecksumError(f"{name}: checksum mismatch for {url}: expected sha256 "
+                            f"{expected}, got {actual}") from None
+    except Exception as error:  # get_file raises a bare Exception for URL errors
+        raise CorpusError(f"{name}: could not download {url}: {error}") from error
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def download(directory, languages=LANGUAGES, url_template: str = MULTI30K_URL) -> Path:
+    """Downloads the missing Multi30k files for `languages` into `directory` (see the
+    module docstring for how). `url_template` (with a `{file}` field) may point elsewhere,
+    e.g. a mirror (http://, https:// or file://).
 
     Returns:
       `directory` as a Path.
 
     Raises:
-      ChecksumError: a fetched file has the wrong digest (it is deleted).
-      CorpusError: a fetch failed (network error, missing file).
+      ChecksumError: a fetched file has the wrong digest (nothing of it is kept).
+      CorpusError: a fetch failed (network error, missing file) or `directory` is not
+        writable.
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CorpusError(f"cannot create the download directory {directory}: {error}") from None
+    if not os.access(directory, os.W_OK):  # get_file would silently write elsewhere
+        raise CorpusError(f"the download directory {directory} is not writable")
     for name in file_names(languages):
-        final = directory / name
-        if final.is_file():
-            continue
-        url = url_template.format(file=name)
-        logger.info("downloading %s", url)
-        handle, temporary = tempfile.mkstemp(prefix=name + ".", suffix=".part", dir=directory)
-        try:
-            with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-                for block in iter(lambda: response.read(1 << 20), b""):
-                    out.write(block)
-            actual = sha256_of_raw_file(Path(temporary))
-            expected = MULTI30K_SHA256[name]
-            if actual != expected:
-                raise ChecksumError(
-                    f"checksum mismatch for {url}: expected sha256 {expected}, got {actual}"
-                )
-            os.replace(temporary, final)
-        except OSError as error:  # urllib.error.URLError is an OSError
-            raise CorpusError(f"could not download {url}: {error}") from error
-        finally:
-            if os.path.exists(temporary):
-                os.remove(temporary)
+        if not (directory / name).is_file():
+            url = url_template.format(file=name)
+            logger.info("downloading %s", url)
+            _fetch(name, url, directory)
     return directory
 
 
@@ -138,7 +152,9 @@ def locate(
     if not download_if_missing:
         raise CorpusError(
             f"Multi30k files for {list(languages)} not found (looked in "
-            f"{data_dir or '$TRANSFORMER_TF_DATA'} and {target}) and downloading is off"
+            f"{data_dir or '$TRANSFORMER_TF_DATA'} and {target}) and downloading is off "
+            f"(--no-download): put {', '.join(file_names(languages))} in one of those "
+            "directories, or allow the download"
         )
     return download(target, languages, url_template)
 

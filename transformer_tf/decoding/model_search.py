@@ -52,7 +52,8 @@ def source_lengths(source_ids) -> tf.Tensor:
     return tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
 
 
-def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1) -> SearchResult:
+def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
+                 forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID)) -> SearchResult:
     """Translate padded source ids: beam search (greedy when decoding.beam_size == 1).
 
     Args:
@@ -62,10 +63,11 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1) -
         + max_extra_length tokens, EOS included, and never more than the model's
         max_target_length).
       n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
+      forbidden_ids: ids the search never emits (PAD and BOS always belong there).
 
     Returns:
       `SearchResult`: ids [batch, n_best, L], scores [batch, n_best], lengths, num_steps.
-      The search never emits PAD or BOS.
+      The search never emits PAD, BOS or any of `forbidden_ids`.
     """
     check_n_best(n_best, decoding.beam_size)
     source_ids = tf.cast(source_ids, tf.int32)
@@ -73,7 +75,8 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1) -
                              model.max_target_length)
     return search_with_lengths(
         model, source_ids, beam_size=decoding.beam_size, alpha=decoding.alpha, n_best=n_best,
-        max_lengths=max_lengths, cache_length=tf.maximum(tf.reduce_max(max_lengths), 1))
+        max_lengths=max_lengths, cache_length=tf.maximum(tf.reduce_max(max_lengths), 1),
+        forbidden_ids=sorted({PAD_ID, BOS_ID, *forbidden_ids}))
 
 
 def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_best: int,

@@ -7,7 +7,7 @@ saying how it was computed, and sacreBLEU's scores carry sacreBLEU's signature.
     "exp" smoothing -- the number to compare across papers and systems.
   * "chrf": sacreBLEU's chrF2 (character 6-grams, beta = 2), cased.
   * "bleu_paper_tokenized": the Transformer paper's way (tensor2tensor `get_ende_bleu.sh`):
-    Moses-like tokenization of hypothesis and reference (`tokenization.moses_tokenize`),
+    Moses tokenization of hypothesis and reference (`tokenization.moses_tokenize`, sacremoses),
     "##AT##" compound splitting for German, then multi-bleu.perl-style corpus BLEU: cased,
     no smoothing, brevity penalty against the closest reference length. That last step is
     sacreBLEU's corpus BLEU with tokenize="none" (split on whitespace only),
@@ -178,7 +178,7 @@ def multi_bleu(tokenized_hypotheses: Sequence[str], tokenized_references: Refere
 def paper_tokenized_bleu(hypotheses: Sequence[str], references: References,
                          lang: str = DEFAULT_LANG,
                          compound_splitting: bool | None = None) -> Score:
-    """The paper's tokenized BLEU: Moses-like tokenization (+ ##AT## compounds), multi-bleu.
+    """The paper's tokenized BLEU: Moses tokenization (+ ##AT## compounds), multi-bleu.
 
     Args:
       hypotheses, references: detokenized text, as for `sacrebleu_bleu`.
@@ -194,13 +194,13 @@ def paper_tokenized_bleu(hypotheses: Sequence[str], references: References,
     tok_hyps = [paper_tokenize(h, lang, compound_splitting) for h in hypotheses]
     tok_streams = [[paper_tokenize(r, lang, compound_splitting) for r in s] for s in streams]
     result, metric = multi_bleu(tok_hyps, tok_streams)
-    steps = f"Moses-like tokenizer (lang={lang})"
+    steps = f"Moses tokenizer (sacremoses, lang={lang})"
     if compound_splitting:
         steps += " + ##AT## compound splitting"
     label = (f"paper-style tokenized BLEU: {steps} + multi-bleu.perl "
              "(cased, no smoothing); not comparable with sacreBLEU")
     # sacreBLEU's signature of the multi-bleu step, prefixed by how the text was tokenized.
-    pretok = f"moses-like-{lang}" + ("+atat" if compound_splitting else "")
+    pretok = f"moses-{lang}" + ("+atat" if compound_splitting else "")
     signature = f"pretok:{pretok}|{metric.get_signature()}"
     return Score(key="bleu_paper_tokenized", label=label, value=float(result.score),
                  signature=signature, formatted=result.format(), details=_bleu_details(result))

@@ -6,11 +6,18 @@ An export directory `saved_models/<name>/<version>/` holds a SavedModel whose ro
   serving_default  text tf.string [None] -> translation tf.string [None], score float32 [None]
   translate_nbest  text tf.string [None] -> translations tf.string [None, n], scores float32 [None, n]
   translate_ids    source_ids int32 [None, None] -> ids int32 [None, None], length, score
-                   (no tf-text op inside)
 
 The sentencepiece model is embedded in the graph (see BpeTokenizer), so raw text goes in
-and out. `assets.extra/` records the family, model and decoding configuration and the
-tokenizer (read back by transformer_tf.inference.loading).
+and out; loading it needs the tensorflow-text ops registered (TF Serving links them in;
+Python consumers `import tensorflow_text`), for every signature, since the whole graph is
+loaded. The ids-only variant (`ids_only=True`) has no tokenizer in its graph, so a server
+with core TF ops only can load it:
+
+  serving_default, translate_ids   source_ids int32 [None, None] -> ids, length, score
+
+and the client tokenizes with `assets.extra/bpe.model` (sentencepiece). `assets.extra/`
+also records the family, model and decoding configuration (`variant`: "text" or "ids"),
+read back by transformer_tf.inference.loading.
 
 The export is written to a temporary sibling directory and renamed into place, so a
 server watching `saved_models/<name>/` never sees a half-written version.
@@ -28,19 +35,25 @@ from transformer_tf.inference.translator import Translator
 
 
 def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
-                       info: dict | None = None) -> pathlib.Path:
-    """Write `translator` as a SavedModel at `out_dir` (atomically); returns the path."""
+                       info: dict | None = None, ids_only: bool = False) -> pathlib.Path:
+    """Write `translator` as a SavedModel at `out_dir` (atomically); returns the path.
+    `ids_only`: the core-ops variant (ids signatures only, no tokenizer in the graph)."""
     out_dir = pathlib.Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise FileExistsError(f"{out_dir} exists and is not empty; choose a new version "
                               "number or pass --overwrite")
     tmp = out_dir.parent / f".{out_dir.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    tf.saved_model.save(translator, str(tmp), signatures={
-        "serving_default": translator.translate,
-        "translate_nbest": translator.translate_nbest,
-        "translate_ids": translator.translate_ids,
-    })
+    if ids_only:
+        module = translator.ids_only()
+        signatures = {"serving_default": module.translate_ids,
+                      "translate_ids": module.translate_ids}
+    else:
+        module = translator
+        signatures = {"serving_default": translator.translate,
+                      "translate_nbest": translator.translate_nbest,
+                      "translate_ids": translator.translate_ids}
+    tf.saved_model.save(module, str(tmp), signatures=signatures)
     extra = tmp / EXTRA_DIR
     extra.mkdir()
     (extra / BPE_MODEL).write_bytes(translator.tokenizer.model_proto)
@@ -48,6 +61,7 @@ def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
     description = {"family": model.family, "model": model.config.get_config(),
                    "decoding": translator.decoding.get_config(), "n_best": translator.n_best,
                    "max_source_tokens": translator.max_source_tokens,
+                   "variant": "ids" if ids_only else "text",
                    **(info or {})}
     (extra / EXPORT_INFO).write_text(json.dumps(description, indent=2, sort_keys=True))
     if out_dir.exists():
@@ -57,11 +71,12 @@ def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
 
 
 def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
-                     **decoding_overrides) -> pathlib.Path:
+                     ids_only: bool = False, **decoding_overrides) -> pathlib.Path:
     """Export a training run (averaged checkpoint if present) with its decoding settings,
     where `decoding_overrides` (beam_size=, alpha=, max_extra_length=; None = keep) do
-    not replace them."""
+    not replace them; `ids_only`: the core-ops variant."""
     model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
     translator = Translator(model, tokenizer, run.decoding)
     return export_saved_model(translator, out_dir, overwrite,
-                              info={"checkpoint": str(path), "preset": run.preset})
+                              info={"checkpoint": str(path), "preset": run.preset},
+                              ids_only=ids_only)

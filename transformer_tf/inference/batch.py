@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from transformer_tf.config import DecodingConfig
 from transformer_tf.data.bpe import python_processor
+from transformer_tf.data.source_text import is_blank
 from transformer_tf.decoding.search import check_n_best
 from transformer_tf.inference import loading
 from transformer_tf.inference.translator import Translator
@@ -79,7 +80,8 @@ def load_translator(model: str | None = None, model_dir: str | None = None,
     exported = DecodingConfig.from_config(info["decoding"])
     decoding = exported.with_overrides(**overrides)
     check_n_best(n_best, decoding.beam_size)
-    if decoding != exported or n_best > info.get("n_best", 1):
+    # The ids-only variant has no text signatures: the model is rebuilt around its weights.
+    if decoding != exported or n_best > info.get("n_best", 1) or info.get("variant") == "ids":
         return from_translator(
             loading.translator_from_saved_model(model, decoding, n_best=n_best), n_best)
     loaded = tf.saved_model.load(str(model))
@@ -96,8 +98,10 @@ def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_si
                     progress: bool = True) -> tuple[list[list[str]], np.ndarray]:
     """Translate `lines` in batches of similar length; results in the input order.
 
-    Empty lines give empty translations. Lines longer than the model's positions are
-    truncated by the model; each is reported with its line number (1-based) as a warning.
+    Blank lines (`source_text.is_blank`: empty, or only Unicode whitespace, control and
+    format characters) give "" with score 0 without reaching the model. Lines longer than
+    the model's positions are truncated by the model; each is reported with its line
+    number (1-based) as a warning.
 
     Returns:
       (translations: per line a list of n_best strings, scores float [len(lines), n_best]).
@@ -108,8 +112,9 @@ def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_si
         if length > translator.max_source_tokens:
             logger.warning("line %d: %d BPE tokens, truncated to the model's %d", number,
                            length, translator.max_source_tokens)
-    order = np.argsort(lengths, kind="stable")
-    outputs: list = [None] * len(lines)
+    outputs: list = [[""] * translator.n_best if is_blank(line) else None for line in lines]
+    order = np.array([i for i in np.argsort(lengths, kind="stable") if outputs[i] is None],
+                     dtype=np.int64)
     scores = np.zeros((len(lines), translator.n_best), np.float32)
     with tqdm(total=len(lines), unit="sent", disable=not progress, file=sys.stderr) as bar:
         for start in range(0, len(order), batch_size):
@@ -119,4 +124,5 @@ def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_si
                 outputs[index] = texts[row]
                 scores[index] = chunk_scores[row]
             bar.update(len(chunk))
+        bar.update(len(lines) - len(order))
     return outputs, scores

@@ -1,29 +1,95 @@
-"""Text in, text out: tokenizer + model + search in one tf.Module (served as a SavedModel).
+"""The modules that are exported: ids in, ids out (`IdsTranslator`, core TF ops only) and
+text in, text out (`Translator`: the tokenizer added, tensorflow-text ops inside).
 
 Any model of the sequence-to-sequence contract (transformer_tf.models.contract) works.
 
-Robustness rules, for arbitrary input in a batch (no row can fail or poison the others):
-  * empty or whitespace-only sentences give "" with score 0 (they are still run through
-    the model as a lone EOS, to keep the batch rectangular, but their output is replaced);
-  * invalid UTF-8 bytes become U+FFFD before tokenization (see BpeTokenizer.tokenize);
-    characters unknown to the vocabulary become byte pieces or UNK;
+Robustness rules, for arbitrary input in a batch (no row can fail or poison the others),
+the same for text and for ids (transformer_tf.data.source_text states them):
+  * blank rows (only Unicode whitespace, control or format characters; for ids: no id
+    before the first EOS) give "" / no ids with score 0 (they are still run through the
+    model as a lone EOS, to keep the batch rectangular, but their output is replaced);
+  * invalid UTF-8 bytes become U+FFFD; characters unknown to the vocabulary become byte
+    pieces or UNK; ids outside the vocabulary become UNK;
   * sources longer than the model's max_source_length are TRUNCATED to that - 1 BPE
     tokens (+ EOS); scripts/translate.py (`inference.batch.translate_lines`) warns about
     them on stderr with their line numbers.
 Outputs are limited to input length + max_extra_length tokens (paper: 50), and never
-beyond the model's max_target_length. The search never emits PAD or BOS.
+beyond the model's max_target_length. The search never emits PAD, BOS or a piece that
+holds a line break (`bpe.line_break_piece_ids`), so every output stays on one line.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import tensorflow as tf
 
-from transformer_tf.config import DecodingConfig
-from transformer_tf.data.source_text import encode_sources
+from transformer_tf.config import PAD_ID, DecodingConfig
+from transformer_tf.data.bpe import line_break_piece_ids
+from transformer_tf.data.source_text import clean_source_ids, encode_sources
 from transformer_tf.decoding.model_search import search_model
 from transformer_tf.decoding.search import check_n_best
 
 
-class Translator(tf.Module):
+class IdsTranslator(tf.Module):
+    """Token ids to token ids with a trained model; holds no tokenizer, so its SavedModel
+    loads on servers with core TF ops only.
+
+    Args:
+      model: a trained model of the sequence-to-sequence contract.
+      decoding: beam size, length penalty alpha and max extra length.
+      n_best: hypotheses kept per sentence by the n-best signatures.
+      forbidden_ids: ids the search never emits besides PAD and BOS (the tokenizer's
+        line-break pieces; `Translator` fills them in).
+    """
+
+    def __init__(self, model, decoding: DecodingConfig = DecodingConfig(),
+                 n_best: int | None = None, forbidden_ids: Sequence[int] = (),
+                 name: str | None = "translator"):
+        super().__init__(name=name)
+        self.model = model
+        self.decoding = decoding
+        self.n_best = n_best or decoding.beam_size
+        check_n_best(self.n_best, decoding.beam_size)
+        self.max_source_tokens = model.max_source_length - 1  # room for EOS
+        self.forbidden_ids = tuple(int(i) for i in forbidden_ids)
+        # The tf.Variables behind the Keras variables, tracked here so that a SavedModel
+        # of this module restores them in TF1-style loaders too (TF Serving's C++ loader,
+        # `saved_model_cli run`). Without them such loaders restore only copies that Keras 3
+        # makes of its variables, while the signatures read the originals, never
+        # initialised ("Could not find variable ..."). Keras' own `model.export` does the
+        # same; the weights are stored twice in the export's variables/.
+        self.core_variables = [getattr(v, "value", v) for v in model.variables]
+
+    def _search(self, source_ids, n_best):
+        return search_model(self.model, source_ids, self.decoding, n_best=n_best,
+                            forbidden_ids=self.forbidden_ids)
+
+    def clean_ids(self, source_ids):
+        """int [N, S], any values -> (source_ids int32 [N, <= max_source_tokens + 1],
+        truncated bool [N], empty bool [N]); see transformer_tf.data.source_text."""
+        return clean_source_ids(source_ids, self.model.source_vocab_size, self.max_source_tokens)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
+    def translate_ids(self, source_ids):
+        """Token ids in, token ids out (the client tokenizes with the exported bpe.model).
+
+        Args:
+          source_ids: int32 [N, S]: BPE ids, optionally ending with EOS (3), PAD_ID (0)
+            padded. Read up to the first EOS; out-of-vocabulary ids count as UNK; at most
+            max_source_tokens ids are used.
+
+        Returns:
+          {"ids": int32 [N, L] (EOS included, PAD after), "length": int32 [N] (EOS
+           included; 0 for a row with no id), "score": float32 [N] (0 for such a row)}.
+        """
+        source_ids, _, empty = self.clean_ids(source_ids)
+        result = self._search(source_ids, n_best=1)
+        return {"ids": tf.where(empty[:, None], PAD_ID, result.ids[:, 0, :]),
+                "length": tf.where(empty, 0, result.lengths[:, 0]),
+                "score": tf.where(empty, 0.0, result.scores[:, 0])}
+
+
+class Translator(IdsTranslator):
     """Raw text to raw text with a trained model; the unit that is exported.
 
     Args:
@@ -35,21 +101,18 @@ class Translator(tf.Module):
 
     def __init__(self, model, tokenizer, decoding: DecodingConfig = DecodingConfig(),
                  n_best: int | None = None, name: str | None = "translator"):
-        super().__init__(name=name)
-        self.model = model
+        super().__init__(model, decoding, n_best,
+                         forbidden_ids=line_break_piece_ids(tokenizer.model_proto), name=name)
         self.tokenizer = tokenizer
-        self.decoding = decoding
-        self.n_best = n_best or decoding.beam_size
-        check_n_best(self.n_best, decoding.beam_size)
-        self.max_source_tokens = model.max_source_length - 1  # room for EOS
+
+    def ids_only(self) -> IdsTranslator:
+        """The same model and search without the tokenizer (for a core-ops export)."""
+        return IdsTranslator(self.model, self.decoding, self.n_best, self.forbidden_ids)
 
     def encode_text(self, text):
         """tf.string [N] -> (source_ids int32 [N, S] with EOS, PAD-padded; truncated bool [N];
         empty bool [N]); see transformer_tf.data.source_text."""
         return encode_sources(self.tokenizer, text, self.max_source_tokens)
-
-    def _search(self, source_ids, n_best):
-        return search_model(self.model, source_ids, self.decoding, n_best=n_best)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def translate(self, text):
@@ -58,7 +121,7 @@ class Translator(tf.Module):
         Returns:
           {"translation": tf.string [N], "score": float32 [N]} (score: with beam search,
           the log-probability divided by the GNMT length penalty; with beam_size 1
-          (greedy), the plain log-probability; 0 for empty input).
+          (greedy), the plain log-probability; 0 for blank input).
         """
         source_ids, _, empty = self.encode_text(text)
         result = self._search(source_ids, n_best=1)
@@ -72,7 +135,7 @@ class Translator(tf.Module):
 
         Returns:
           {"translations": tf.string [N, n_best], "scores": float32 [N, n_best]}; missing
-          hypotheses are "" with score -inf.
+          hypotheses are "" with score -inf; blank input gives "" with score 0.
         """
         source_ids, _, empty = self.encode_text(text)
         result = self._search(source_ids, n_best=self.n_best)
@@ -81,18 +144,3 @@ class Translator(tf.Module):
         texts = tf.reshape(self.tokenizer.detokenize(flat_ids), [batch, self.n_best])
         return {"translations": tf.where(empty[:, None], tf.constant(""), texts),
                 "scores": tf.where(empty[:, None], 0.0, result.scores)}
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
-    def translate_ids(self, source_ids):
-        """Token ids in, token ids out (for servers without the tf-text ops).
-
-        Args:
-          source_ids: int32 [N, S]: BPE ids + EOS, PAD_ID (0) padded.
-
-        Returns:
-          {"ids": int32 [N, L] (EOS included, PAD after), "length": int32 [N],
-           "score": float32 [N]}.
-        """
-        result = self._search(source_ids, n_best=1)
-        return {"ids": result.ids[:, 0, :], "length": result.lengths[:, 0],
-                "score": result.scores[:, 0]}
