@@ -1,4 +1,8 @@
-"""Install transformer_tf: `pip install -e .` (add `[test]` or `[bench]` for the extras)."""
+"""Install transformer_tf: `pip install -e .` (add `[test]` or `[bench]` for the extras).
+
+Installs the commands transformer-tf-prepare, -train, -average, -export, -translate,
+-evaluate and -main (transformer_tf/cli; scripts/*.py run the same code).
+"""
 from setuptools import find_packages, setup
 
 CORE = [
@@ -12,7 +16,19 @@ CORE = [
     "tensorboard==2.21.*",
     "importlib_resources",  # tensorflow-datasets 4.9 needs it to prepare datasets
     "tqdm",
+    "filelock>=3.12,<5",  # the run directory's lock (training/run_lock.py)
 ]
+# The commands and their modules: transformer_tf.cli.COMMANDS (not imported here: setup.py
+# must run before the package's dependencies are installed).
+COMMANDS = {
+    "transformer-tf-prepare": "prepare_data",
+    "transformer-tf-train": "train",
+    "transformer-tf-average": "average_checkpoints",
+    "transformer-tf-export": "export",
+    "transformer-tf-translate": "translate",
+    "transformer-tf-evaluate": "evaluate",
+    "transformer-tf-main": "main_job",
+}
 TEST = ["pytest>=8", "pytest-timeout", "numpy"]
 BENCH = ["torch==2.13.0", "ctranslate2==4.8.*", "transformers==5.23.*"]
 
@@ -24,4 +40,6 @@ setup(
     packages=find_packages(include=["transformer_tf", "transformer_tf.*"]),
     install_requires=CORE,
     extras_require={"test": TEST, "bench": BENCH},
+    entry_points={"console_scripts": [
+        f"{command} = transformer_tf.cli.{module}:main" for command, module in COMMANDS.items()]},
 )

@@ -1,48 +1,8 @@
 #!/usr/bin/env python
-"""Export a trained model as a SavedModel for TF Serving (text in, text out).
-
-Uses MDIR's averaged checkpoint if there is one (scripts/average_checkpoints.py), else its
-latest training checkpoint, unless --checkpoint says otherwise. The version directory is
-written atomically, in the layout TF Serving watches: saved_models/NAME/VERSION.
-
-Example:
-  python scripts/export.py --model-dir runs/multi30k_en_de/model --out saved_models/en_de/1
-"""
-import argparse
+"""Runs `transformer_tf.cli.export` (also installed as the command transformer-tf-export); see --help."""
 import sys
 
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True, help="training run directory")
-    parser.add_argument("--out", required=True, help="export directory, saved_models/NAME/VERSION")
-    parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
-    parser.add_argument("--beam-size", type=int, help="beam size baked into the signatures "
-                                                      "(default: the run's, 4)")
-    parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
-    parser.add_argument("--max-extra-length", type=int,
-                        help="output length limit = input length + this (default 50)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
-    parser.add_argument("--ids-only", action="store_true",
-                        help="export the ids-in, ids-out variant without the tokenizer, for "
-                             "servers without tensorflow-text ops (clients tokenize with "
-                             "OUT/assets.extra/bpe.model)")
-    args = parser.parse_args(argv)
-
-    # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.export.saved_model import export_model_dir
-
-    try:
-        path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
-                                ids_only=args.ids_only, beam_size=args.beam_size, alpha=args.alpha,
-                                max_extra_length=args.max_extra_length)
-    except (FileExistsError, FileNotFoundError, ValueError) as error:  # ConfigError too
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(path)
-    return 0
-
+from transformer_tf.cli.export import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
-"""Imports only run down the layers (config -> layers/data/decoding/evaluation -> models ->
-training -> inference -> export -> recipe): importing every module of a package in a fresh
-interpreter must not load a module of a higher layer."""
+"""Imports only run down the layers (config, console -> layers/data/decoding/evaluation ->
+models -> training -> inference -> export -> recipe, variations -> cli): importing every module of a
+package in a fresh interpreter must not load a module of a higher layer."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-RANKS = {"config": 0, "layers": 1, "data": 1, "decoding": 1, "evaluation": 1, "models": 2,
-         "training": 3, "inference": 4, "export": 5, "recipe": 6, "variations": 6}
+RANKS = {"config": 0, "console": 0, "layers": 1, "data": 1, "decoding": 1, "evaluation": 1,
+         "models": 2, "training": 3, "inference": 4, "export": 5, "recipe": 6, "variations": 6,
+         "cli": 7}
 
 IMPORT_ALL = r"""
 import importlib, json, pkgutil, sys

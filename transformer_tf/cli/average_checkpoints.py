@@ -1,0 +1,89 @@
+"""Average the model weights of a run's last N checkpoints into a new checkpoint.
+
+The paper (section 6.1) evaluates the average of the last 5 checkpoints (base models) or
+the last 20 (big models), written at 10-minute intervals. Only the model weights are
+averaged (element-wise mean); the optimizer state is not kept. The result is read by
+scripts/export.py and scripts/translate.py like any training checkpoint.
+
+If MDIR holds fewer than N checkpoints, the script fails (exit status 2) and says how
+many there are, unless --allow-fewer is given: then it averages those it has, with a
+warning. (A run keeps its last `keep_checkpoints` checkpoints; make that at least N.)
+
+With --select dev it does what the main job does: it averages up to N checkpoints from
+the last 20% of training only, scores that average and the latest checkpoint on the dev
+set of the run's prepared data (NLL per token and BLEU with --beam-size / --alpha), and
+says which is better; export that one with `scripts/export.py --checkpoint`.
+
+Example:
+  python scripts/average_checkpoints.py --model-dir runs/multi30k/model --last 5 \\
+      --out runs/multi30k/model/averaged/ckpt
+"""
+import argparse
+import pathlib
+import sys
+
+from transformer_tf import console
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", required=True,
+                        help="the run's model directory (written by scripts/train.py)")
+    parser.add_argument("--last", type=int,
+                        help="how many of the newest checkpoints to average (default: the "
+                             "run's training.average_last: 5 for base, 20 for big)")
+    parser.add_argument("--out",
+                        help="prefix of the checkpoint to write (default: MDIR/averaged/ckpt)")
+    parser.add_argument("--allow-fewer", action="store_true",
+                        help="average the checkpoints there are when fewer than --last exist "
+                             "(with a warning) instead of failing")
+    parser.add_argument("--select", choices=("none", "dev"), default="none",
+                        help="dev: average from the final part of training only and compare "
+                             "with the latest checkpoint on the dev set (default none)")
+    parser.add_argument("--beam-size", type=int, help="search for --select dev (default: the run's)")
+    parser.add_argument("--alpha", type=float, help="length penalty for --select dev")
+    console.add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    if args.last is not None and args.last < 1:
+        parser.error(f"--last must be at least 1, got {args.last}")
+    with console.session(args.verbose):
+        return _run(args)
+
+
+def _run(args) -> int:
+
+    # Imported after parsing, so that --help answers without loading TensorFlow.
+    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.inference.selection import average_and_choose
+    from transformer_tf.training.checkpoints import average_run
+    from transformer_tf.training.model_dir import read_run_config
+
+    if args.select == "dev":
+        try:
+            run = read_run_config(args.model_dir)
+            selection = average_and_choose(
+                args.model_dir, load_prepared(run.data_dir), args.last or run.training.average_last,
+                args.out, beam_size=args.beam_size, alpha=args.alpha)
+        except (FileNotFoundError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(selection.note)
+        for score in selection.scores:
+            print(f"  {score.describe()}")
+        print(f"better on the dev set: {selection.chosen.name} ({selection.chosen.checkpoint})")
+        return 0
+
+    try:
+        averaged = average_run(args.model_dir, args.last, args.out, args.allow_fewer)
+    except (FileNotFoundError, ValueError) as error:
+        hint = "; pass --allow-fewer to average those" if "fewer than" in str(error) else ""
+        print(f"error: {error}{hint}", file=sys.stderr)
+        return 2
+    names = ", ".join(pathlib.Path(p).name for p in averaged.sources)
+    if len(averaged.sources) < averaged.requested:
+        print(f"warning: only {len(averaged.sources)} checkpoint(s), fewer than --last "
+              f"{averaged.requested}; averaged those", file=sys.stderr)
+    print(f"averaged {len(averaged.sources)} checkpoint(s) ({names}) -> {averaged.path}")
+    return 0
+

@@ -1,0 +1,110 @@
+"""The main job: Multi30k En->De end to end on this machine (the README's first command).
+
+Prepares the shared BPE from the local corpus ($TRANSFORMER_TF_DATA/multi30k) or the
+download, trains the preset for a time budget, averages the last checkpoints, translates
+test 2016 with beam search, scores it with sacreBLEU (and the tokenized BLEU variants),
+exports a SavedModel to saved_models/, translates a few sentences through it, and prints
+where everything went. Running it again resumes (a finished run is not retrained unless
+the budget grows: --train-minutes bounds this invocation's training time).
+
+Examples:
+  python scripts/main_job.py                                # ~20 min training, En->De
+  python scripts/main_job.py --tgt fr --train-minutes 120   # En->Fr, two hours
+  python scripts/main_job.py --epochs 30 --train-minutes 0  # an epoch budget instead
+"""
+import argparse
+import json
+import logging
+import sys
+
+from transformer_tf import console
+from transformer_tf.config import DEFAULT_PRESETS, PRESET_NAMES
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", choices=("multi30k", "wmt14"), default="multi30k",
+                        help="corpus (default multi30k; wmt14 through TFDS, for GPUs)")
+    parser.add_argument("--src", default="en", help="source language (default en)")
+    parser.add_argument("--tgt", default="de", help="target language (default de; fr works)")
+    parser.add_argument("--vocab-size", type=int, default=8000,
+                        help="shared BPE vocabulary size (default 8000; paper 37000 for WMT)")
+    parser.add_argument("--data-dir", help="where the raw corpus is (default: "
+                                           "$TRANSFORMER_TF_DATA, else download)")
+    parser.add_argument("--work-dir", help="where data/, model/ and results go "
+                                           "(default runs/<dataset>_<src>_<tgt>)")
+    parser.add_argument("--model", choices=sorted(DEFAULT_PRESETS),
+                        help="model family; alone, it picks the family's Multi30k preset "
+                             "(convs2s: convs2s_multi30k)")
+    parser.add_argument("--preset", choices=PRESET_NAMES,
+                        help="model preset (default multi30k)")
+    parser.add_argument("--train-minutes", type=float, default=60.0,
+                        help="training time budget of this invocation in minutes "
+                             "(default 60; 0 = no time limit, then give --epochs/--max-steps)")
+    parser.add_argument("--precision", default="auto",
+                        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
+                        help="dtype policy (default auto: mixed_bfloat16 on CPUs with native "
+                             "bfloat16, float32 elsewhere)")
+    parser.add_argument("--epochs", type=float, help="train this many epochs in total")
+    parser.add_argument("--max-steps", type=int, help="train this many steps in total")
+    parser.add_argument("--eval-every", type=int, default=500,
+                        help="steps between validation loss/BLEU (default 500)")
+    parser.add_argument("--average-last", type=int,
+                        help="checkpoints to average, from the last 20%% of training; the "
+                             "average is kept only if it beats the latest checkpoint on the "
+                             "dev set (default: the preset's, 5)")
+    parser.add_argument("--beam-size", type=int,
+                        help="beam size (default: the preset's; 4 Transformer, 5 ConvS2S)")
+    parser.add_argument("--alpha", type=float, help="length penalty (default: the preset's, 0.6)")
+    parser.add_argument("--test-limit", type=int, help="decode only the first N test sentences")
+    parser.add_argument("--export-name", help="saved_models/NAME (default <dataset>_<src>_<tgt>)")
+    parser.add_argument("--export-version", type=int, default=1, help="version (default 1)")
+    parser.add_argument("--saved-models-dir", default="saved_models",
+                        help="root of exported models (default saved_models)")
+    parser.add_argument("--model-option", action="append", metavar="FIELD=VALUE",
+                        help="override a ModelConfig field (repeatable)")
+    parser.add_argument("--training-option", action="append", metavar="FIELD=VALUE",
+                        help="override a TrainingConfig field (repeatable)")
+    parser.add_argument("--validation-sentences", type=int, default=200,
+                        help="dev sentences for validation BLEU during training (default 200)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    console.add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    with console.session(args.verbose):
+        return _run(parser, args)
+
+
+def _run(parser, args) -> int:
+
+    from transformer_tf.config import (
+        ConfigError, TrainingConfig, choose_preset, get_preset, parse_overrides)
+    # Imported after parsing, so that --help answers without loading TensorFlow.
+    from transformer_tf.recipe import RecipeOptions, format_summary, run_recipe
+
+    try:
+        args.preset = choose_preset(args.model, args.preset)
+        overrides = (parse_overrides(args.model_option, type(get_preset(args.preset).model),
+                                     "--model-option"),
+                     parse_overrides(args.training_option, TrainingConfig, "--training-option"))
+    except ConfigError as error:
+        parser.error(str(error))
+    minutes = args.train_minutes if args.train_minutes and args.train_minutes > 0 else None
+    if minutes is None and args.epochs is None and args.max_steps is None:
+        parser.error("--train-minutes 0 needs --epochs or --max-steps")
+    options = RecipeOptions(
+        dataset=args.dataset, source_language=args.src, target_language=args.tgt,
+        vocab_size=args.vocab_size, data_dir=args.data_dir, work_dir=args.work_dir,
+        preset=args.preset, train_minutes=minutes, epochs=args.epochs,
+        max_steps=args.max_steps, eval_every=args.eval_every, average_last=args.average_last,
+        beam_size=args.beam_size, alpha=args.alpha, test_limit=args.test_limit,
+        export_name=args.export_name, export_version=args.export_version,
+        saved_models_dir=args.saved_models_dir,
+        model_overrides=overrides[0], training_overrides=overrides[1],
+        validation_sentences=args.validation_sentences, precision=args.precision,
+        verbose=0 if args.quiet else 1)
+    summary = run_recipe(options)
+    print(format_summary(summary))
+    return 0
+

@@ -1,0 +1,148 @@
+"""The console a user sees: what they need by default, library noise only with --verbose.
+
+Every command (transformer_tf.cli.*) calls `console.session(verbose)` right after parsing
+its arguments, before anything imports TensorFlow. Quiet (the default), it
+
+- sets TF_CPP_MIN_LOG_LEVEL=2 (TensorFlow's C++ INFO and WARNING lines off) unless the user
+  set the variable: then their level stands and no C++ line is filtered;
+- filters, at file-descriptor level (C++ libraries write to fd 2 directly, past Python),
+  the start-up lines TensorFlow prints before its log level applies ("All log messages
+  before absl::InitializeLog()", `cudart_stub.cc` "Could not find cuda drivers",
+  `cpu_feature_guard.cc` "rebuild TensorFlow with the appropriate compiler flags"),
+  "failed call to cuInit" on machines without a GPU, and sentencepiece's
+  "precompiled_charsmap is empty" (logged by the tensorflow-text op each time a tokenizer
+  resource is created; that copy of sentencepiece has no public log-level switch). Every
+  other byte reaches the terminal unchanged (progress bars too: pieces ending in "\\r" are
+  passed on at once);
+- hides Keras' "`shuffle=True` was passed" warning (we shuffle in tf.data, on purpose),
+  absl's INFO lines and TensorFlow's Python-side WARNINGs (checkpoint-restore chatter;
+  our own code turns real problems into errors).
+
+`--verbose` leaves all of it alone. The session ends (fd 2 restored, pending output
+flushed) when the `with` block exits, so a command run in-process (tests) leaves the
+process as it found it. This module imports neither TensorFlow nor Keras.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+import threading
+import warnings
+from typing import Iterator
+
+LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
+QUIET_LEVEL = "2"
+
+# Whole lines (bytes, without their terminator) that quiet mode drops from fd 2.
+NOISE_LINES = re.compile(
+    rb"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    rb"|[IW]\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w.]+:\d+\] .*"  # absl C++ INFO/WARNING lines
+    rb"|E\d{4} \d\d:\d\d:[\d.]+ +\d+ cuda_\w+\.cc:\d+\] failed call to cuInit.*"
+    rb"|To enable the following instructions: .* rebuild TensorFlow .*"
+    rb"|normalizer\.cc\(\d+\) LOG\(INFO\) precompiled_charsmap is empty\..*")
+# A line that has begun like this may still become noise: hold it until it ends.
+NOISE_STARTS = (b"WARNING: All log", b"I0", b"I1", b"W0", b"W1", b"E0", b"E1",
+                b"To enable the", b"normalizer.cc(")
+
+_state = {"level_set_by_us": False}
+
+
+def add_verbose_flag(parser) -> None:
+    """The `--verbose` option every command has."""
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's, Keras' and sentencepiece's own log lines "
+                             "(start-up, devices, warnings); quiet by default")
+
+
+def is_noise(line: bytes) -> bool:
+    """True for a whole stderr line (terminator removed) that quiet mode drops."""
+    return NOISE_LINES.fullmatch(line.rstrip(b"\r")) is not None
+
+
+def _may_become_noise(partial: bytes) -> bool:
+    return any(partial.startswith(s) or s.startswith(partial) for s in NOISE_STARTS)
+
+
+class StderrFilter:
+    """Replaces fd 2 by a pipe; a thread copies what arrives to the original stderr,
+    dropping `is_noise` lines. `close()` restores fd 2 and waits for the copy to end."""
+
+    def __init__(self):
+        sys.stderr.flush()
+        self._original = os.dup(2)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        self._thread = threading.Thread(target=self._copy, args=(read_end,),
+                                        name="stderr-filter", daemon=True)
+        self._thread.start()
+
+    def _write(self, data: bytes) -> None:
+        while data:
+            data = data[os.write(self._original, data):]
+
+    def _copy(self, read_end: int) -> None:
+        pending = b""
+        with os.fdopen(read_end, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(1 << 16):
+                pending += chunk
+                out = []
+                for piece in re.split(rb"(?<=[\n\r])", pending):
+                    if piece.endswith((b"\n", b"\r")):
+                        if not is_noise(piece.rstrip(b"\n")):
+                            out.append(piece)
+                        pending = b""
+                    else:
+                        pending = piece
+                if pending and not _may_become_noise(pending):
+                    out.append(pending)
+                    pending = b""
+                self._write(b"".join(out))
+        if pending and not is_noise(pending):
+            self._write(pending)
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            sys.stderr.flush()
+        os.dup2(self._original, 2)  # our pipe's last writer goes: the thread sees its end
+        self._thread.join(timeout=5.0)  # (child processes may still hold the pipe open)
+        os.close(self._original)
+
+
+QUIET_LOGGERS = {"absl": logging.WARNING, "tensorflow": logging.ERROR}
+
+
+@contextlib.contextmanager
+def _quiet_python_side() -> Iterator[None]:
+    saved = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed")
+        for name, level in QUIET_LOGGERS.items():
+            logging.getLogger(name).setLevel(level)
+        try:
+            yield
+        finally:
+            for name, level in saved.items():
+                logging.getLogger(name).setLevel(level)
+
+
+@contextlib.contextmanager
+def session(verbose: bool = False) -> Iterator[None]:
+    """The console of one command (see the module docstring). Enter it before the first
+    TensorFlow import: TF reads TF_CPP_MIN_LOG_LEVEL once, when it loads."""
+    if verbose:
+        yield
+        return
+    if LEVEL_VARIABLE not in os.environ:
+        os.environ[LEVEL_VARIABLE] = QUIET_LEVEL
+        _state["level_set_by_us"] = True
+    stderr_filter = StderrFilter() if _state["level_set_by_us"] else None
+    try:
+        with _quiet_python_side():
+            yield
+    finally:
+        if stderr_filter is not None:
+            stderr_filter.close()
