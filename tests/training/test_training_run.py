@@ -123,7 +123,8 @@ def resumed(tiny_multi30k, tmp_path_factory):
     lines = second.stdout.splitlines()
     result = json.loads("\n".join(lines[max(i for i, x in enumerate(lines) if x == "{"):]))
     return {"model_dir": model_dir, "killed_at": killed_at, "result": result,
-            "killed_checkpoints": killed_checkpoints}
+            "killed_checkpoints": killed_checkpoints, "killed_pid": process.pid,
+            "second_stderr": second.stderr}
 
 
 def test_killed_run_left_a_readable_checkpoint(resumed):
@@ -131,6 +132,13 @@ def test_killed_run_left_a_readable_checkpoint(resumed):
     # Saves go through temporary names: only complete checkpoints are listed.
     listed = {f"ckpt-{resumed['killed_at']}.index"}
     assert listed <= set(resumed["killed_checkpoints"])
+
+
+def test_restarted_run_breaks_the_killed_runs_lock(resumed):
+    # The killed run held MDIR's lock (training/run_lock.py); the restart took it over.
+    assert (f"the previous run (pid {resumed['killed_pid']} on host"
+            in resumed["second_stderr"])
+    assert not (resumed["model_dir"] / "run.lock.json").exists()  # released at the end
 
 
 def test_restarted_run_continues_from_the_saved_step(resumed):

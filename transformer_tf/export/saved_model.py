@@ -20,7 +20,9 @@ also records the family, model and decoding configuration (`variant`: "text" or 
 read back by transformer_tf.inference.loading.
 
 The export is written to a temporary sibling directory and renamed into place, so a
-server watching `saved_models/<name>/` never sees a half-written version.
+server watching `saved_models/<name>/` never sees a half-written version; with overwrite,
+the old version is renamed aside first and deleted only once the new one is in place, so a
+failing export leaves the old version as it was.
 """
 from __future__ import annotations
 
@@ -39,11 +41,44 @@ def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
     """Write `translator` as a SavedModel at `out_dir` (atomically); returns the path.
     `ids_only`: the core-ops variant (ids signatures only, no tokenizer in the graph)."""
     out_dir = pathlib.Path(out_dir)
+    check_out_dir(out_dir, overwrite)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _write(translator, tmp, info, ids_only)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = out_dir.parent / f".{out_dir.name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if out_dir.exists():
+        out_dir.rename(old)
+    try:
+        tmp.rename(out_dir)
+    except OSError:
+        if old.exists():
+            old.rename(out_dir)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    return out_dir
+
+
+def check_out_dir(out_dir, overwrite: bool) -> None:
+    """Raises FileExistsError if `out_dir` cannot become an export directory: a file is
+    in the way, or a non-empty directory and not `overwrite`."""
+    out_dir = pathlib.Path(out_dir)
+    for path in (out_dir, *out_dir.parents):
+        if path.exists() and not path.is_dir():
+            raise FileExistsError(
+                f"{path}: is a file, not a directory; --out names the version directory "
+                "to create, e.g. saved_models/NAME/1")
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise FileExistsError(f"{out_dir} exists and is not empty; choose a new version "
                               "number or pass --overwrite")
-    tmp = out_dir.parent / f".{out_dir.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
+           ids_only: bool) -> None:
     if ids_only:
         module = translator.ids_only()
         signatures = {"serving_default": module.translate_ids,
@@ -64,10 +99,6 @@ def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
                    "variant": "ids" if ids_only else "text",
                    **(info or {})}
     (extra / EXPORT_INFO).write_text(json.dumps(description, indent=2, sort_keys=True))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
-    return out_dir
 
 
 def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
@@ -75,6 +106,7 @@ def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = Fals
     """Export a training run (averaged checkpoint if present) with its decoding settings,
     where `decoding_overrides` (beam_size=, alpha=, max_extra_length=; None = keep) do
     not replace them; `ids_only`: the core-ops variant."""
+    check_out_dir(out_dir, overwrite)  # before the minutes of loading and tracing
     model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
     translator = Translator(model, tokenizer, run.decoding)
     return export_saved_model(translator, out_dir, overwrite,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import pathlib
 
 from transformer_tf.config import DecodingConfig
@@ -18,22 +19,39 @@ from transformer_tf.inference.translator import Translator
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
 from transformer_tf.training import checkpoints, model_dir as model_dir_lib
 
+logger = logging.getLogger(__name__)
+
 EXPORT_INFO = "transformer_tf.json"
 BPE_MODEL = "bpe.model"
 EXTRA_DIR = "assets.extra"
 
 
 def pick_checkpoint(model_dir, checkpoint=None) -> str:
-    """`checkpoint` if given, else the averaged checkpoint if there is one, else the latest."""
+    """`checkpoint` if given, else the averaged checkpoint if there is one, else the latest
+    training checkpoint: readable ones only (`checkpoints.checkpoint_problem`).
+
+    A damaged choice of our own is skipped with a warning (the newest readable one is
+    taken); a damaged `checkpoint` raises `checkpoints.CheckpointError`, which names the
+    newest readable checkpoint of the run to use instead, if there is one.
+    """
     if checkpoint:
-        return str(checkpoint)
+        problem = checkpoints.checkpoint_problem(checkpoint)
+        if problem is None:
+            return str(checkpoint)
+        try:
+            offer = f"; the newest readable checkpoint of {model_dir} is " \
+                    f"{checkpoints.newest_readable(model_dir)}"
+        except (FileNotFoundError, checkpoints.CheckpointError):
+            offer = ""
+        raise checkpoints.CheckpointError(problem.path, problem.problem + offer)
     averaged = model_dir_lib.averaged_prefix(model_dir)
     if averaged.with_name(averaged.name + ".index").exists():
-        return str(averaged)
-    found = checkpoints.list_checkpoints(model_dir)
-    if not found:
-        raise FileNotFoundError(f"{model_dir}: no checkpoint found (train first)")
-    return found[-1]
+        problem = checkpoints.checkpoint_problem(averaged)
+        if problem is None:
+            return str(averaged)
+        logger.warning("the averaged checkpoint is damaged (%s); using the newest readable "
+                       "training checkpoint instead", problem)
+    return checkpoints.newest_readable(model_dir)
 
 
 def load_trained(model_dir, checkpoint=None, **decoding_overrides):

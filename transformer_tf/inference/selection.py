@@ -72,7 +72,7 @@ def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
     (`checkpoints.tail_checkpoints`) and choose between that average and the latest
     checkpoint on the dev set of `prepared`. With fewer than two checkpoints in the tail
     nothing is averaged and the latest is chosen."""
-    available = checkpoints.list_checkpoints(model_dir)
+    available = checkpoints.readable_checkpoints(checkpoints.list_checkpoints(model_dir))
     if not available:
         raise ValueError(f"{model_dir} has no checkpoints")
     tail = checkpoints.tail_checkpoints(available, last)

@@ -10,18 +10,35 @@ not the step count when gradients are accumulated over several batches, or when 
 scaling skips a step), so a resumed run continues with the same step count, optimizer
 state and data position. TensorFlow writes a
 checkpoint's files under temporary names and renames them, and rewrites the state file
-atomically, so a run killed during a save leaves the previous checkpoint intact.
+atomically, so a run killed during a save leaves the previous checkpoint intact (and a
+`ckpt-<step>_temp/` directory, removed by `remove_interrupted_saves` when the next run
+starts).
+
+Damaged checkpoints (a truncated or deleted data file, a garbage index, a prefix that
+names nothing) raise `CheckpointError`, whose message is "<file>: <what is wrong>";
+`checkpoint_problem` is the one rule for "is this checkpoint readable". Where the code
+chooses the checkpoint itself (the newest, the last N to average) it skips damaged ones
+with a warning and takes the newest readable ones (`readable_checkpoints`).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
+import glob
+import logging
+import os
 import pathlib
+import re
+import shutil
 
 import numpy as np
 import tensorflow as tf
 
 from transformer_tf.models.registry import build_model
 from transformer_tf.training import model_dir as model_dir_lib
+
+logger = logging.getLogger(__name__)
 
 CHECKPOINT_SUBDIR = "checkpoints"
 
@@ -110,6 +127,119 @@ def list_checkpoints(model_dir) -> list[str]:
     return list(state.all_model_checkpoint_paths)
 
 
+class CheckpointError(ValueError):
+    """A checkpoint cannot be used; str() is "<file>: <what is wrong>".
+
+    Attributes:
+      path: the file at fault (an .index or .data-* file, or the prefix).
+      problem: what is wrong with it.
+    """
+
+    def __init__(self, path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+def _first_line(error: BaseException) -> str:
+    text = getattr(error, "message", None) or str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def checkpoint_problem(prefix) -> CheckpointError | None:
+    """What makes the checkpoint at `prefix` unreadable, or None if it looks whole.
+
+    Checks the index (present, parseable), the data shards it needs (present, together at
+    least as large as the fixed-size tensors the index lists) without reading the weights,
+    so checking a run's checkpoints costs little. A truncation within the last few string
+    bytes passes here and is caught when the weights are read (`reading`).
+    """
+    prefix = str(prefix)
+    index = f"{prefix}.index"
+    if not os.path.isfile(index):
+        return CheckpointError(index, "not found (no checkpoint with this prefix)")
+    shards = sorted(glob.glob(glob.escape(prefix) + ".data-*-of-*"))
+    if not shards:
+        return CheckpointError(f"{prefix}.data-00000-of-00001",
+                               "missing (the checkpoint's weights; deleted?)")
+    total = int(re.search(r"-of-(\d+)$", shards[0]).group(1))
+    for shard in range(total):
+        name = f"{prefix}.data-{shard:05d}-of-{total:05d}"
+        if name not in shards:
+            return CheckpointError(name, "missing (the checkpoint's weights; deleted?)")
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+    except (tf.errors.OpError, ValueError) as error:
+        return CheckpointError(index, f"not a readable checkpoint index ({_first_line(error)})")
+    needed = sum(int(np.prod(shapes[key])) * dtypes[key].size
+                 for key in shapes if dtypes[key] != tf.string)
+    present = sum(os.path.getsize(shard) for shard in shards)
+    if present < needed:
+        where = shards[0] if len(shards) == 1 else f"{prefix}.data-*"
+        return CheckpointError(where, f"truncated: {present} bytes, but the index lists "
+                                      f"{needed} bytes of weights")
+    return None
+
+
+def check_readable(prefix) -> None:
+    """Raises `CheckpointError` if `checkpoint_problem(prefix)` finds one."""
+    problem = checkpoint_problem(prefix)
+    if problem is not None:
+        raise problem
+
+
+@contextlib.contextmanager
+def reading(prefix):
+    """Reads of the checkpoint at `prefix` inside this block raise `CheckpointError`
+    (naming the file) instead of TensorFlow's IndexError / OpError."""
+    try:
+        yield
+    except (IndexError, tf.errors.OpError) as error:
+        raise (checkpoint_problem(prefix) or CheckpointError(
+            f"{prefix}.data-*", f"cannot be read ({_first_line(error)})")) from None
+
+
+def readable_checkpoints(paths: list[str], wanted: int | None = None) -> list[str]:
+    """The newest `wanted` (default: all) of `paths` (oldest first) that are readable,
+    oldest first; each damaged one met on the way is logged as a warning."""
+    good = []
+    for path in reversed(paths):
+        if wanted is not None and len(good) >= wanted:
+            break
+        problem = checkpoint_problem(path)
+        if problem is None:
+            good.append(path)
+        else:
+            logger.warning("skipping a damaged checkpoint: %s", problem)
+    return good[::-1]
+
+
+def newest_readable(model_dir) -> str:
+    """The newest readable training checkpoint of MDIR (damaged newer ones skipped with a
+    warning). Raises FileNotFoundError without checkpoints, CheckpointError if none is
+    readable (naming the newest one's problem)."""
+    found = list_checkpoints(model_dir)
+    if not found:
+        raise FileNotFoundError(f"{model_dir}: no checkpoint found (train first)")
+    good = readable_checkpoints(found, wanted=1)
+    if not good:
+        raise CheckpointError(checkpoint_problem(found[-1]).path,
+                              f"damaged, and so are the {len(found) - 1} older checkpoint(s)"
+                              f" of {model_dir}")
+    return good[-1]
+
+
+def remove_interrupted_saves(model_dir) -> list[pathlib.Path]:
+    """Deletes the `ckpt-<step>_temp/` directories that saves killed midway leave in
+    MDIR/checkpoints (call only while holding the run's lock); returns them."""
+    leftovers = sorted(p for p in checkpoint_dir(model_dir).glob("*_temp") if p.is_dir())
+    for path in leftovers:
+        shutil.rmtree(path, ignore_errors=True)
+        logger.info("removed %s, left by an interrupted checkpoint save", path)
+    return leftovers
+
+
 def average_checkpoints(model, checkpoint_paths: list[str], output_prefix) -> str:
     """Average the model weights of `checkpoint_paths` into a new checkpoint.
 
@@ -125,10 +255,12 @@ def average_checkpoints(model, checkpoint_paths: list[str], output_prefix) -> st
     """
     if not checkpoint_paths:
         raise ValueError("no checkpoints to average")
+    for path in checkpoint_paths:
+        check_readable(path)
     sums = [np.zeros(w.shape, np.float64) for w in model.weights]
     checkpoint = tf.train.Checkpoint(model=model)
     for path in checkpoint_paths:
-        checkpoint.read(path).expect_partial().assert_existing_objects_matched()
+        load_weights(model, path)
         for total, weight in zip(sums, model.weights):
             total += weight.numpy()
     for total, weight in zip(sums, model.weights):
@@ -159,7 +291,7 @@ def average_run(model_dir, last: int | None = None, out=None,
     """
     run = model_dir_lib.read_run_config(model_dir)
     last = last or run.training.average_last
-    available = list_checkpoints(model_dir)
+    available = readable_checkpoints(list_checkpoints(model_dir))
     if tail_only:
         available = tail_checkpoints(available, last)
     if not available:
@@ -175,7 +307,35 @@ def average_run(model_dir, last: int | None = None, out=None,
                               parameters=model.count_params())
 
 
+@contextlib.contextmanager
+def _tensorflow_warnings_off():
+    tf_logger = logging.getLogger("tensorflow")
+    level = tf_logger.level
+    tf_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        tf_logger.setLevel(level)
+
+
 def load_weights(model, checkpoint_path) -> None:
-    """Load model weights from a training or averaged checkpoint (optimizer state ignored)."""
-    tf.train.Checkpoint(model=model).read(str(checkpoint_path)).expect_partial() \
-        .assert_existing_objects_matched()
+    """Load model weights from a training or averaged checkpoint (optimizer state ignored).
+
+    Raises `CheckpointError` for a damaged checkpoint, or one that does not fit `model`
+    (another configuration): one line naming the first variable that differs, not the
+    warning per unrestored value TensorFlow logs when a failed restore is collected.
+    """
+    path = str(checkpoint_path)
+    check_readable(path)
+    mismatch = None
+    with _tensorflow_warnings_off(), reading(path):
+        try:
+            tf.train.Checkpoint(model=model).read(path).expect_partial() \
+                .assert_existing_objects_matched()
+        except (ValueError, AssertionError) as error:
+            mismatch = _first_line(error)
+        if mismatch is not None:
+            gc.collect()  # the failed restore's status logs its warnings when collected
+    if mismatch is not None:
+        raise CheckpointError(path, "does not fit the model built from the configuration "
+                                    f"(trained with another one?): {mismatch}")

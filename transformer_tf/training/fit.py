@@ -8,6 +8,7 @@ dataset is replayed and the batches already consumed are skipped).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -31,6 +32,7 @@ from transformer_tf.training.keras_workarounds import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau
 from transformer_tf.training.precision import resolve_precision
+from transformer_tf.training.run_lock import RunLock
 from transformer_tf.training.schedule import TransformerSchedule
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.validation import ValidationTranslations
@@ -155,7 +157,15 @@ def count_batches(dataset: tf.data.Dataset) -> int:
 
 
 def train(options: TrainOptions) -> TrainResult:
-    """Train (or resume) the run in `options.model_dir`; returns where it stopped."""
+    """Train (or resume) the run in `options.model_dir`; returns where it stopped.
+
+    The chief holds MDIR's `RunLock` while it trains: another run there raises
+    `run_lock.RunLockedError` at once."""
+    with contextlib.ExitStack() as held_until_the_end:
+        return _train(options, held_until_the_end)
+
+
+def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> TrainResult:
     precision, precision_reason = resolve_precision(options.precision)
     plans = [x for x in (options.max_steps, options.epochs) if x is not None]
     if len(plans) > 1:
@@ -178,6 +188,8 @@ def train(options: TrainOptions) -> TrainResult:
     strategy = make_strategy(options.strategy, options.devices)
     chief = is_chief(strategy)
     if chief:
+        held_until_the_end.enter_context(RunLock(model_dir))
+        checkpoints.remove_interrupted_saves(model_dir)
         model_dir_lib.write_run_config(model_dir, run)
         model_dir_lib.write_tokenizer(model_dir, prepared.bpe_model_path)
     keras.utils.set_random_seed(run.training.seed)

@@ -1,0 +1,95 @@
+"""One training run per model directory (training/run_lock.py), with real processes.
+
+A holder process takes MDIR's lock; a second `scripts/train.py` on MDIR stops at once
+(exit 2) naming the holder's pid, host and start time; after the holder is SIGKILLed its
+record is stale and the next taker breaks it. (A SIGKILLed *training* run resuming under
+the lock: tests/training/test_training_run.py.)
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from transformer_tf.training import checkpoints
+from transformer_tf.training.run_lock import HOLDER_FILE, RunLock, RunLockedError
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+HOLDER = """
+import sys, time
+from transformer_tf.training.run_lock import RunLock
+lock = RunLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """A process holding the lock of tmp_path/model (killed at the end)."""
+    model_dir = tmp_path / "model"
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(model_dir)],
+                               stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert process.stdout.readline().strip() == "held"
+    yield model_dir, process
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_second_taker_is_refused_naming_the_holder(holder):
+    model_dir, process = holder
+    with pytest.raises(RunLockedError) as refused:
+        RunLock(model_dir).acquire()
+    message = str(refused.value)
+    assert f"pid {process.pid} on host {socket.gethostname()}, started 20" in message
+    record = json.loads((model_dir / HOLDER_FILE).read_text())
+    assert record["pid"] == process.pid and record["started"] in message
+
+
+def test_second_train_script_stops_at_once(holder, tiny_multi30k):
+    model_dir, process = holder
+    started = time.monotonic()
+    second = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "train.py"), "--data",
+         str(tiny_multi30k.directory), "--preset", "tiny", "--model-dir", str(model_dir),
+         "--max-steps", "5", "--quiet", "--validation-sentences", "0"],
+        capture_output=True, text=True, timeout=300)
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert f"is in use by another training run: pid {process.pid} on host" in second.stderr
+    assert time.monotonic() - started < 120  # no training happened meanwhile
+    assert not (model_dir / "checkpoints").exists() and process.poll() is None
+
+
+def test_lock_of_a_killed_holder_is_broken_by_the_next_run(holder):
+    model_dir, process = holder
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    lock = RunLock(model_dir)
+    with lock:  # the OS dropped the killed process's flock; its record is stale
+        assert lock.previous_holder["pid"] == process.pid
+        assert json.loads((model_dir / HOLDER_FILE).read_text())["pid"] == os.getpid()
+        with pytest.raises(RunLockedError):  # and the new holder does hold it
+            RunLock(model_dir).acquire()
+    assert not (model_dir / HOLDER_FILE).exists()  # a clean exit leaves no record
+    with RunLock(model_dir) as again:
+        assert again.previous_holder is None
+
+
+def test_interrupted_saves_are_removed(tmp_path):
+    directory = checkpoints.checkpoint_dir(tmp_path)
+    (directory / "ckpt-40_temp").mkdir(parents=True)
+    (directory / "ckpt-40_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x")
+    kept = [directory / "ckpt-30.index", directory / "ckpt-30.data-00000-of-00001"]
+    for path in kept:
+        path.write_bytes(b"x")
+    assert checkpoints.remove_interrupted_saves(tmp_path) == [directory / "ckpt-40_temp"]
+    assert sorted(directory.iterdir()) == sorted(kept)

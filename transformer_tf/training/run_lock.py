@@ -1,0 +1,109 @@
+"""One training run at a time per model directory: an exclusive lock held for the run's life.
+
+Two runs writing the same MDIR would interleave their checkpoint saves, orphan each
+other's checkpoints, and averaging would then mix two trajectories. So `train` holds
+
+    MDIR/.run.lock       the lock itself: an OS lock (flock) on this file, via `filelock`
+    MDIR/run.lock.json   who holds it: {"pid", "host", "started" (UTC, ISO 8601), "argv"}
+
+while it runs. A second run on the same MDIR fails at once with `RunLockedError`, whose
+message names the holder from run.lock.json.
+
+A crashed or SIGKILLed run cannot leave a stale lock behind: the operating system drops a
+process's flock when the process ends, however it ends. What it leaves is its
+run.lock.json; the next run takes the (free) lock, finds that file, logs that the previous
+holder ended without releasing, and writes its own. Breaking it is safe because the lock
+is won first: no live run can be holding the directory at that moment. (On a network file
+system the lock works where the file system supports flock/fcntl locks, as NFSv4 does.)
+
+Why `filelock` rather than `fcntl` directly: it is the maintained, widely used wrapper
+(virtualenv, tox, Hugging Face use it), handles the platform differences (Windows too) and
+the races around creating and reopening the lock file.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import pathlib
+import socket
+import sys
+
+import filelock
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = ".run.lock"
+HOLDER_FILE = "run.lock.json"
+
+
+class RunLockedError(RuntimeError):
+    """Another run holds the model directory; the message names it (pid, host, start)."""
+
+
+def _describe(holder: dict | None) -> str:
+    if not holder:
+        return "another process (it has not yet recorded who it is)"
+    return (f"pid {holder.get('pid')} on host {holder.get('host')}, started "
+            f"{holder.get('started')}")
+
+
+def read_holder(model_dir) -> dict | None:
+    """The holder record of MDIR (the current or the last run that held it), or None."""
+    try:
+        return json.loads((pathlib.Path(model_dir) / HOLDER_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+class RunLock:
+    """The exclusive lock of a model directory, as a context manager.
+
+    `acquire()` never waits: it raises `RunLockedError` if another run (another process,
+    or another RunLock in this one) holds MDIR. Entering the `with` block acquires,
+    leaving it releases (and removes run.lock.json).
+
+    Attributes:
+      previous_holder: after acquiring, the record left by a run that ended without
+        releasing (crashed, killed), or None.
+    """
+
+    def __init__(self, model_dir):
+        self.model_dir = pathlib.Path(model_dir)
+        self._lock = filelock.FileLock(str(self.model_dir / LOCK_FILE))
+        self.previous_holder = None
+
+    def acquire(self) -> "RunLock":
+        self.model_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire(timeout=0)
+        except filelock.Timeout:
+            raise RunLockedError(
+                f"{self.model_dir} is in use by another training run: "
+                f"{_describe(read_holder(self.model_dir))}. Wait for it to finish, stop "
+                "it, or train into another --model-dir") from None
+        self.previous_holder = read_holder(self.model_dir)
+        if self.previous_holder is not None:
+            logger.warning("%s: the previous run (%s) ended without releasing its lock "
+                           "(killed or crashed?); taking over", self.model_dir,
+                           _describe(self.previous_holder))
+        holder = {"pid": os.getpid(), "host": socket.gethostname(),
+                  "started": datetime.datetime.now(datetime.timezone.utc)
+                  .isoformat(timespec="seconds"),
+                  "argv": sys.argv}
+        path = self.model_dir / HOLDER_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(holder, indent=2))
+        tmp.replace(path)
+        return self
+
+    def release(self) -> None:
+        (self.model_dir / HOLDER_FILE).unlink(missing_ok=True)
+        self._lock.release()
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
