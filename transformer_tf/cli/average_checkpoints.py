@@ -19,6 +19,7 @@ Example:
       --out runs/multi30k/model/averaged/ckpt
 """
 import argparse
+import logging
 import pathlib
 import sys
 
@@ -47,6 +48,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.last is not None and args.last < 1:
         parser.error(f"--last must be at least 1, got {args.last}")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):
         return _run(args)
 

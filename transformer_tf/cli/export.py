@@ -8,6 +8,7 @@ Example:
   python scripts/export.py --model-dir runs/multi30k_en_de/model --out saved_models/en_de/1
 """
 import argparse
+import logging
 import sys
 
 from transformer_tf import console
@@ -31,6 +32,7 @@ def main(argv=None):
                              "OUT/assets.extra/bpe.model)")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):
         return _run(args)
 

@@ -149,10 +149,11 @@ def _first_line(error: BaseException) -> str:
 def checkpoint_problem(prefix) -> CheckpointError | None:
     """What makes the checkpoint at `prefix` unreadable, or None if it looks whole.
 
-    Checks the index (present, parseable), the data shards it needs (present, together at
-    least as large as the fixed-size tensors the index lists) without reading the weights,
-    so checking a run's checkpoints costs little. A truncation within the last few string
-    bytes passes here and is caught when the weights are read (`reading`).
+    Checks the index (present, parseable) and the data shards it needs: present, and
+    together at least as large as the tensors the index lists (the fixed-size ones from
+    their shapes, the strings -- the object graph -- read). The weights themselves are not
+    read, so checking a run's checkpoints costs little; the rare damage this misses is
+    reported the same way when the weights are read (`reading`).
     """
     prefix = str(prefix)
     index = f"{prefix}.index"
@@ -172,13 +173,19 @@ def checkpoint_problem(prefix) -> CheckpointError | None:
         shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
     except (tf.errors.OpError, ValueError) as error:
         return CheckpointError(index, f"not a readable checkpoint index ({_first_line(error)})")
+    where = shards[0] if len(shards) == 1 else f"{prefix}.data-*"
+    try:
+        strings = [np.asarray(reader.get_tensor(key), dtype=object).ravel()
+                   for key in shapes if dtypes[key] == tf.string]
+    except (IndexError, tf.errors.OpError) as error:
+        return CheckpointError(where, f"truncated or damaged ({_first_line(error)})")
     needed = sum(int(np.prod(shapes[key])) * dtypes[key].size
                  for key in shapes if dtypes[key] != tf.string)
+    needed += sum(len(value) for values in strings for value in values)
     present = sum(os.path.getsize(shard) for shard in shards)
     if present < needed:
-        where = shards[0] if len(shards) == 1 else f"{prefix}.data-*"
         return CheckpointError(where, f"truncated: {present} bytes, but the index lists "
-                                      f"{needed} bytes of weights")
+                                      f"{needed} bytes of tensors")
     return None
 
 
