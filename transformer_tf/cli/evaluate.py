@@ -38,8 +38,8 @@ examples:
   python scripts/evaluate.py --hyp out.de --ref ../shared/data/multi30k/test_2016_flickr.de.gz
   python scripts/evaluate.py --hyp out.fr --ref ref.fr --lang fr --json
 
-exit status: 0 on success; 2 on bad arguments or unusable input (missing or non-UTF-8 file,
-different line counts), with the reason on stderr.
+exit status: 0 on success; 2 on bad arguments or unusable input (missing, non-UTF-8 or
+damaged .gz file, different line counts), with the reason on stderr.
 """
 
 

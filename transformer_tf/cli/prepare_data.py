@@ -37,7 +37,9 @@ examples:
       --train-src train.en --train-tgt train.fr --valid-src dev.en --valid-tgt dev.fr --out /tmp/enfr
 
 exit status: 0 on success; 2 on bad arguments or unusable input (missing file, different
-line counts, invalid UTF-8), with the reason on stderr.
+line counts, invalid UTF-8, a truncated or non-gzip .gz file, control characters with
+--reject-control-characters), with the reason on stderr. A UTF-8 BOM at the start of a file
+is dropped; lines with NUL or other control characters are counted in a warning.
 """
 
 
@@ -81,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=1234, help="seed of that sample (default: 1234)")
     parser.add_argument("--threads", type=int, default=2,
                         help="sentencepiece trainer threads (default: 2)")
+    parser.add_argument("--reject-control-characters", action="store_true",
+                        help="refuse a corpus whose lines hold NUL or other control "
+                             "characters (default: keep them, with a warning counting them)")
     parser.add_argument("--quiet", action="store_true", help="log warnings only")
     console.add_verbose_flag(parser)
     return parser
@@ -129,6 +134,7 @@ def _run(args) -> int:
             data_dir=args.data_dir,
             download=not args.no_download,
             files=files,
+            reject_control_characters=args.reject_control_characters,
         )
     except (CorpusError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

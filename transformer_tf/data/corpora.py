@@ -32,9 +32,10 @@ class ParallelFiles:
         object.__setattr__(self, "source", Path(self.source))
         object.__setattr__(self, "target", Path(self.target))
 
-    def check(self) -> int:
-        """Number of sentence pairs; raises CorpusError subclasses on bad input."""
-        return check_parallel_files(self.source, self.target)
+    def check(self, reject_control_characters: bool = False) -> int:
+        """Number of sentence pairs; raises CorpusError subclasses on bad input (see
+        `textio.check_parallel_files`)."""
+        return check_parallel_files(self.source, self.target, reject_control_characters)
 
     def __iter__(self):  # allows `source, target = files`
         return iter((self.source, self.target))

@@ -90,6 +90,7 @@ def prepare_corpus(
     bpe_options: bpe_lib.BpeOptions = bpe_lib.BpeOptions(),
     max_length: int | None = None,
     inputs: dict | None = None,
+    reject_control_characters: bool = False,
 ) -> PreparedData:
     """Checks `corpus`, trains the shared BPE model, writes a prepared directory.
 
@@ -101,6 +102,8 @@ def prepare_corpus(
         + 1); None keeps all lengths. Valid and test are never filtered.
       inputs: what to record as the origin of each split in the JSON "inputs" field
         (default: the absolute paths of the corpus files).
+      reject_control_characters: refuse the corpus (ControlCharacterError) if a line
+        holds NUL or another control character, instead of a warning that counts them.
 
     Returns:
       The PreparedData, as `load_prepared(out_dir)` would return it.
@@ -111,8 +114,12 @@ def prepare_corpus(
     out_dir = Path(out_dir)
     counts = {}
     for split, files in corpus.splits.items():
-        counts[split] = files.check()
+        counts[split] = files.check(reject_control_characters)
         logger.info("%s: %d pairs in %s / %s", split, counts[split], files.source, files.target)
+        if counts[split] == 0 and split != "train":
+            logger.warning("the %s split is empty (%s / %s): nothing to %s on", split,
+                           files.source, files.target,
+                           "validate" if split == "valid" else "test")
     src, tgt = corpus.source_language, corpus.target_language
     for split, files in corpus.splits.items():
         for path, language in zip(files, (src, tgt)):
@@ -226,6 +233,7 @@ def prepare_dataset(
     data_dir=None,
     download: bool = True,
     files: dict | None = None,
+    reject_control_characters: bool = False,
 ) -> PreparedData:
     """Prepares a named dataset into `out_dir` (what `scripts/prepare_data.py` runs).
 
@@ -236,7 +244,7 @@ def prepare_dataset(
         (source_path, target_path); "train" is required).
       source_language, target_language: the translation direction.
       out_dir: the prepared directory to write.
-      bpe_options, max_length: see `prepare_corpus`.
+      bpe_options, max_length, reject_control_characters: see `prepare_corpus`.
       data_dir, download: where the corpus is, and whether it may be downloaded.
     """
     out_dir = Path(out_dir)
@@ -260,7 +268,8 @@ def prepare_dataset(
     else:
         raise CorpusError(f"unknown dataset {dataset!r}; choose one of {DATASETS}")
     try:
-        return prepare_corpus(corpus, out_dir, bpe_options, max_length, inputs)
+        return prepare_corpus(corpus, out_dir, bpe_options, max_length, inputs,
+                              reject_control_characters)
     finally:
         if staging is not None:
             for path in staging.glob("*"):

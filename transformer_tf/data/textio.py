@@ -6,7 +6,14 @@ starts:
 - source and target files with different line counts raise `LineCountMismatchError`,
   whose message names both paths and both counts;
 - a line that is not valid UTF-8 raises `InvalidUtf8Error`, naming the file, the 1-based
-  line number and the byte offset of the first bad byte in that line.
+  line number and the byte offset of the first bad byte in that line;
+- a `.gz` file that is truncated, or not gzip at all, raises `DamagedArchiveError`, naming
+  the file and the last line read whole;
+- lines holding NUL or other control characters (Unicode category Cc other than tab) are
+  counted and reported with a warning by `check_parallel_files`, or refused
+  (`ControlCharacterError`) when asked to.
+
+A UTF-8 byte-order mark at the start of a file is not text: `iter_lines` drops it.
 
 Lines are split on b"\\n" only (never on other Unicode line separators such as U+2028, which
 are ordinary characters inside a sentence); one trailing b"\\r" is removed as well. This is
@@ -17,11 +24,20 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
 import os
+import re
+import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 PathLike = str | os.PathLike
+
+logger = logging.getLogger(__name__)
+
+UTF8_BOM = b"\xef\xbb\xbf"
+# Unicode category Cc (C0, DEL, C1 controls) except tab; "\n" never occurs inside a line.
+CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 
 class CorpusError(ValueError):
@@ -65,6 +81,26 @@ class InvalidUtf8Error(CorpusError):
         )
 
 
+class DamagedArchiveError(CorpusError):
+    """A `.gz` file is truncated or not gzip; the message names it and the line reached."""
+
+    def __init__(self, path, lines_read: int, reason: str):
+        self.path = str(path)
+        self.lines_read = lines_read
+        super().__init__(
+            f"{self.path}:{lines_read + 1}: damaged gzip file ({reason}); "
+            f"{lines_read} complete line(s) were read before it")
+
+
+class ControlCharacterError(CorpusError):
+    """Lines hold NUL or other control characters and the caller refuses them."""
+
+
+def has_control_characters(line: str) -> bool:
+    """True if `line` holds a NUL or another control character other than tab."""
+    return CONTROL_CHARACTERS.search(line) is not None
+
+
 def is_gzip_path(path: PathLike) -> bool:
     """True when `path` names a gzip file (by its `.gz` suffix)."""
     return str(path).endswith(".gz")
@@ -90,25 +126,69 @@ def strip_newline(raw: bytes) -> bytes:
     return raw
 
 
+def _raw_lines(path: PathLike) -> Iterator[bytes]:
+    """The lines of `path` as bytes (terminators kept); gzip damage -> DamagedArchiveError."""
+    with open_binary(path) as handle:
+        count = 0
+        lines = iter(handle)
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                return
+            except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+                reason = str(error) or type(error).__name__
+                if isinstance(error, EOFError):
+                    reason = f"it ends too early: truncated? {reason}"
+                raise DamagedArchiveError(path, count, reason) from None
+            count += 1
+            yield raw
+
+
 def iter_lines(path: PathLike) -> Iterator[str]:
-    """Yields the lines of `path` as str, without line terminators.
+    """Yields the lines of `path` as str, without line terminators (nor a UTF-8 BOM at the
+    start of the file).
 
     Raises:
       InvalidUtf8Error: at the first line that is not valid UTF-8.
+      DamagedArchiveError: a `.gz` file is truncated or not gzip.
       CorpusError: if the file does not exist.
     """
-    with open_binary(path) as handle:
-        for number, raw in enumerate(handle, start=1):
-            raw = strip_newline(raw)
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise InvalidUtf8Error(path, number, error.start, error.reason) from None
+    for number, raw in enumerate(_raw_lines(path), start=1):
+        raw = strip_newline(raw)
+        if number == 1 and raw.startswith(UTF8_BOM):
+            raw = raw[len(UTF8_BOM):]
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise InvalidUtf8Error(path, number, error.start, error.reason) from None
 
 
 def count_lines(path: PathLike) -> int:
     """Number of lines of `path` (a last line without a newline counts), checking UTF-8."""
     return sum(1 for _ in iter_lines(path))
+
+
+def scan_lines(path: PathLike) -> tuple[int, list[int]]:
+    """(number of lines, 1-based numbers of the lines with control characters) of `path`,
+    checking UTF-8 and gzip as `iter_lines` does."""
+    count, flagged = 0, []
+    for count, line in enumerate(iter_lines(path), start=1):
+        if has_control_characters(line):
+            flagged.append(count)
+    return count, flagged
+
+
+def _report_control_characters(path: PathLike, flagged: list[int], reject: bool) -> None:
+    if not flagged:
+        return
+    shown = ", ".join(str(n) for n in flagged[:5]) + (", ..." if len(flagged) > 5 else "")
+    message = (f"{path}: {len(flagged)} line(s) hold NUL or other control characters "
+               f"(line {shown})")
+    if reject:
+        raise ControlCharacterError(f"{message}; clean the file, or prepare it without "
+                                    "--reject-control-characters to keep them")
+    logger.warning("%s; kept as they are (--reject-control-characters refuses them)", message)
 
 
 def iter_parallel_lines(source_path: PathLike, target_path: PathLike) -> Iterator[tuple[str, str]]:
@@ -135,16 +215,24 @@ def iter_parallel_lines(source_path: PathLike, target_path: PathLike) -> Iterato
         yield source, target
 
 
-def check_parallel_files(source_path: PathLike, target_path: PathLike) -> int:
+def check_parallel_files(source_path: PathLike, target_path: PathLike,
+                         reject_control_characters: bool = False) -> int:
     """Checks that two files form a parallel corpus and returns its number of lines.
+
+    Lines with control characters (`has_control_characters`) are counted and reported with
+    a warning naming the file and the first such lines, or refused.
 
     Raises:
       LineCountMismatchError: the files have different line counts.
       InvalidUtf8Error: a line of either file is not valid UTF-8.
+      DamagedArchiveError: a `.gz` file is truncated or not gzip.
+      ControlCharacterError: with `reject_control_characters`, a line holds one.
       CorpusError: a file does not exist.
     """
-    source_lines = count_lines(source_path)
-    target_lines = count_lines(target_path)
+    source_lines, source_flagged = scan_lines(source_path)
+    target_lines, target_flagged = scan_lines(target_path)
+    _report_control_characters(source_path, source_flagged, reject_control_characters)
+    _report_control_characters(target_path, target_flagged, reject_control_characters)
     if source_lines != target_lines:
         raise LineCountMismatchError(source_path, source_lines, target_path, target_lines)
     return source_lines

@@ -36,16 +36,14 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     and corpora follow the same rules and report errors the same way.
 
     Raises:
-      EvaluationInputError: the file is missing, or holds bytes that are not UTF-8 (the
-        message gives the file, the 1-based line number and the 0-based byte offset).
+      EvaluationInputError: the file is missing, holds bytes that are not UTF-8 (the
+        message gives the file, the 1-based line number and the 0-based byte offset), or
+        is a damaged .gz file (the message gives the line reached).
     """
     try:
-        lines = list(iter_lines(path))
-    except CorpusError as error:
+        return list(iter_lines(path))
+    except CorpusError as error:  # missing, not UTF-8, a damaged .gz
         raise EvaluationInputError(str(error)) from error
-    if lines and lines[0].startswith("\ufeff"):
-        lines[0] = lines[0][1:]
-    return lines
 
 
 def read_hypotheses_and_references(
