@@ -14,9 +14,11 @@ its arguments, before anything imports TensorFlow. Quiet (the default), it
   resource is created; that copy of sentencepiece has no public log-level switch). Every
   other byte reaches the terminal unchanged (progress bars too: pieces ending in "\\r" are
   passed on at once);
-- hides Keras' "`shuffle=True` was passed" warning (we shuffle in tf.data, on purpose),
-  absl's INFO lines and TensorFlow's Python-side WARNINGs (checkpoint-restore chatter;
-  our own code turns real problems into errors).
+- hides Keras' "`shuffle=True` was passed" warning (we shuffle in tf.data, on purpose) and
+  its "Your input ran out of data" (said at the end of every pass over the finite
+  validation set; our training data repeats), absl's INFO lines and TensorFlow's
+  Python-side WARNINGs (checkpoint-restore chatter; our own code turns real problems into
+  errors).
 
 `--verbose` leaves all of it alone. The session ends (fd 2 restored, pending output
 flushed) when the `with` block exits, so a command run in-process (tests) leaves the
@@ -113,13 +115,15 @@ class StderrFilter:
 
 
 QUIET_LOGGERS = {"absl": logging.WARNING, "tensorflow": logging.ERROR}
+KERAS_WARNINGS = (r"`shuffle=True` was passed", r"Your input ran out of data")
 
 
 @contextlib.contextmanager
 def _quiet_python_side() -> Iterator[None]:
     saved = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed")
+        for message in KERAS_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
         for name, level in QUIET_LOGGERS.items():
             logging.getLogger(name).setLevel(level)
         try:

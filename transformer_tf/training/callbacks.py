@@ -207,6 +207,45 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class BudgetProgress(keras.callbacks.Callback):
+    """Progress of a run planned by time alone, in place of Keras' bar (whose "epochs"
+    would count up to a meaningless "Epoch 1/2000000001"): every `every_seconds` and after
+    each validation, one line "step S · loss L [· val_loss V] · M min left" on stdout.
+
+    Args:
+      budget: the run's `TimeBudget` (its start and length give the minutes left).
+      every_seconds: seconds between lines during training.
+    """
+
+    def __init__(self, budget: TimeBudget, every_seconds: float = 30.0):
+        super().__init__()
+        self.budget = budget
+        self.every_seconds = every_seconds
+        self._last = None
+
+    def describe(self, logs: dict | None, elapsed_seconds: float) -> str:
+        """The progress line at the current step after `elapsed_seconds` of the budget."""
+        parts = [f"step {_current_step(self.model)}"]
+        for name in ("loss", "val_loss"):
+            if logs and name in logs:
+                parts.append(f"{name} {float(logs[name]):.4f}")
+        left = max(0.0, self.budget.max_seconds - elapsed_seconds) / 60.0
+        parts.append(f"{left:.1f} min left of {self.budget.max_seconds / 60.0:g}")
+        return " · ".join(parts)
+
+    def _print(self, logs):
+        now = time.monotonic()
+        print(self.describe(logs, now - self.budget._start), flush=True)
+        self._last = now
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._last is None or time.monotonic() - self._last >= self.every_seconds:
+            self._print(logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._print(logs)
+
+
 class StopAtStep(keras.callbacks.Callback):
     """Stops when the optimizer has made `last_step` steps (a resumed run may start
     mid-epoch, so epochs alone would overshoot)."""

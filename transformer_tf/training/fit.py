@@ -252,6 +252,9 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     step_stop = callbacks_lib.StopAtStep(planned_steps)
     callbacks = [nan_stop, step_stop] + ([time_budget] if time_budget else []) + [
         monitor, checkpoint_callback]
+    time_only = time_budget is not None and options.max_steps is None and options.epochs is None
+    if time_only and options.verbose and chief:  # steps and minutes left, not "Epoch 1/10**9"
+        callbacks.append(callbacks_lib.BudgetProgress(time_budget))
     if options.validation_sentences > 0 and chief and "valid" in prepared.splits:
         callbacks.append(_validation_translations(
             model.network, prepared, options.validation_sentences, monitor))
@@ -266,7 +269,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         model.fit(
             train_data, epochs=math.ceil(planned_steps / eval_every) + 1,
             initial_epoch=start_step // eval_every, steps_per_epoch=eval_every,
-            validation_data=validation_data, callbacks=callbacks, verbose=options.verbose)
+            validation_data=validation_data, callbacks=callbacks,
+            verbose=0 if time_only else options.verbose)
     if nan_stop.nan_step is not None:
         raise TrainingDiverged(
             f"training diverged: the loss became NaN at step {nan_stop.nan_step}; the last "

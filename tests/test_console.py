@@ -1,0 +1,110 @@
+"""The quiet console (transformer_tf/console.py): library noise filtered at fd level and in
+Python, everything else passed on unchanged; --verbose or a user's TF_CPP_MIN_LOG_LEVEL
+bring the noise back. (A real script's stderr: tests/training/test_run_lock.py.)"""
+import os
+import pathlib
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from transformer_tf import console
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+# Written by TensorFlow 2.21, tensorflow-text and the CUDA stub on a machine without a GPU
+# (copied from this machine's console).
+NOISE = [
+    b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",
+    b"I0000 00:00:1795391757.649891    7622 cudart_stub.cc:31] Could not find cuda drivers on "
+    b"your machine, GPU will not be used.\n",
+    b"I0000 00:00:1795391758.874945    7622 cpu_feature_guard.cc:227] This TensorFlow binary "
+    b"is optimized to use available CPU instructions in performance-critical operations.\n",
+    b"To enable the following instructions: AVX2 FMA, in other operations, rebuild "
+    b"TensorFlow with the appropriate compiler flags.\n",
+    b"E0000 00:00:1795391767.521281    7622 cuda_platform.cc:52] failed call to cuInit: "
+    b"INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n",
+    b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n",
+]
+KEPT = [
+    b"E0000 00:00:1795391767.521281    7622 op_kernel.cc:1830] OP_REQUIRES failed: "
+    b"out of memory\n",  # a real TF error stays
+    b"INFO transformer_tf.training.fit: precision float32\n",
+    b"\r 40%|####      | 4/10 [00:01<00:02]",  # a progress bar: no newline, passed on at once
+    b"\r100%|##########| 10/10 [00:03<00:00]\n",
+    "error: ünïcode stays\n".encode(),
+]
+CHILD = r"""
+import os, sys
+from transformer_tf import console
+chunks = [bytes.fromhex(h) for h in sys.argv[2:]]
+with console.session(verbose=sys.argv[1] == "1"):
+    for chunk in chunks:
+        os.write(2, chunk)
+    sys.stderr.write("python-level line\n")
+"""
+
+
+def run_child(verbose: bool, level: str | None = None) -> bytes:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = str(REPO)
+    if level is not None:
+        env["TF_CPP_MIN_LOG_LEVEL"] = level
+    order = [NOISE[0], KEPT[0], NOISE[1], KEPT[1], NOISE[2], KEPT[2], KEPT[3], NOISE[3],
+             KEPT[4], NOISE[4], NOISE[5]]  # (a bar's "\r" pieces stay together, as tqdm's do)
+    chunks = [line.hex() for line in order]
+    done = subprocess.run([sys.executable, "-c", CHILD, "1" if verbose else "0", *chunks],
+                          capture_output=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_quiet_console_drops_noise_and_keeps_everything_else():
+    assert run_child(verbose=False) == b"".join(KEPT) + b"python-level line\n"
+
+
+@pytest.mark.parametrize("how", ["--verbose", "TF_CPP_MIN_LOG_LEVEL=0"])
+def test_verbose_or_a_users_log_level_shows_everything(how):
+    err = run_child(verbose=how == "--verbose", level="0" if how != "--verbose" else None)
+    for line in NOISE + KEPT:
+        assert line in err
+
+
+def test_sentencepiece_line_of_a_real_tokenizer_is_filtered(capfd, monkeypatch):
+    import io
+
+    import sentencepiece as spm
+
+    from transformer_tf.data.bpe import BpeTokenizer
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["a small corpus for a tiny model", "another line"] * 20),
+        model_writer=model, vocab_size=30, model_type="bpe", pad_id=0, unk_id=1, bos_id=2,
+        eos_id=3, normalization_rule_name="identity", minloglevel=2)
+    proto = model.getvalue()
+
+    def tokenize_once():  # a new tokenizer creates a new sentencepiece resource
+        tokenizer = BpeTokenizer(proto)
+        return tokenizer.tokenize(["a line"]).to_list()
+
+    capfd.readouterr()
+    tokenize_once()
+    assert b"precompiled_charsmap is empty" in capfd.readouterr().err.encode()
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL")
+    monkeypatch.setitem(console._state, "level_set_by_us", False)
+    with console.session():
+        tokenize_once()
+    assert "precompiled_charsmap" not in capfd.readouterr().err
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == console.QUIET_LEVEL
+
+
+def test_keras_shuffle_warning_is_hidden_only_in_the_session():
+    message = "`shuffle=True` was passed, but will be ignored since the data `x` was provided"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with console.session(verbose=True):
+            warnings.warn(message)
+        with console.session():
+            warnings.warn(message)
+    assert len(seen) == 1
