@@ -108,3 +108,17 @@ def test_keras_shuffle_warning_is_hidden_only_in_the_session():
         with console.session():
             warnings.warn(message)
     assert len(seen) == 1
+
+
+def test_last_words_of_a_killed_command_reach_the_terminal():
+    # A C++ CHECK failure or a segfault ends the process at once; what it wrote last must
+    # not die with it in the filter.
+    child = ("import os, signal\nfrom transformer_tf import console\n"
+             "with console.session():\n"
+             "    os.write(2, " + repr(NOISE[0]) + " + b'F0000 Check failed: last words\\n')\n"
+             "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, timeout=60,
+                          env={**env, "PYTHONPATH": str(REPO)})
+    assert done.returncode == -9
+    assert done.stderr == b"F0000 Check failed: last words\n"

@@ -5,7 +5,8 @@ its arguments, before anything imports TensorFlow. Quiet (the default), it
 
 - sets TF_CPP_MIN_LOG_LEVEL=2 (TensorFlow's C++ INFO and WARNING lines off) unless the user
   set the variable: then their level stands and no C++ line is filtered;
-- filters, at file-descriptor level (C++ libraries write to fd 2 directly, past Python),
+- filters, at file-descriptor level (C++ libraries write to fd 2 directly, past Python;
+  see `StderrFilter`),
   the start-up lines TensorFlow prints before its log level applies ("All log messages
   before absl::InitializeLog()", `cudart_stub.cc` "Could not find cuda drivers",
   `cpu_feature_guard.cc` "rebuild TensorFlow with the appropriate compiler flags"),
@@ -30,8 +31,9 @@ import contextlib
 import logging
 import os
 import re
+import signal
+import subprocess
 import sys
-import threading
 import warnings
 from typing import Iterator
 
@@ -68,50 +70,60 @@ def _may_become_noise(partial: bytes) -> bool:
     return any(partial.startswith(s) or s.startswith(partial) for s in NOISE_STARTS)
 
 
+def filter_stream(source, sink) -> None:
+    """Copies bytes from `source` to `sink` (binary files, unbuffered), dropping the
+    `is_noise` lines; a partial line is passed on at once unless it may become noise."""
+    pending = b""
+    while chunk := source.read(1 << 16):
+        pending += chunk
+        out = []
+        for piece in re.split(rb"(?<=[\n\r])", pending):
+            if piece.endswith((b"\n", b"\r")):
+                if not is_noise(piece.rstrip(b"\n")):
+                    out.append(piece)
+                pending = b""
+            else:
+                pending = piece
+        if pending and not _may_become_noise(pending):
+            out.append(pending)
+            pending = b""
+        sink.write(b"".join(out))
+        sink.flush()
+    if pending and not is_noise(pending):
+        sink.write(pending)
+        sink.flush()
+
+
 class StderrFilter:
-    """Replaces fd 2 by a pipe; a thread copies what arrives to the original stderr,
-    dropping `is_noise` lines. `close()` restores fd 2 and waits for the copy to end."""
+    """Replaces fd 2 by a pipe into a small filter process (this file run as a script:
+    standard library only) that writes what arrives to the original stderr, dropping
+    `is_noise` lines. A process, not a thread: when the command dies abruptly (a C++ CHECK
+    failure, a segfault, SIGKILL) the filter still passes on its last words. It ignores
+    Ctrl-C, which reaches the whole process group, so it outlives the command's traceback.
+    `close()` restores fd 2 and waits for the filter to drain."""
 
     def __init__(self):
         sys.stderr.flush()
         self._original = os.dup(2)
         read_end, write_end = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-I", "-u", os.path.abspath(__file__)],
+                stdin=read_end, stdout=self._original, stderr=self._original)
+        finally:
+            os.close(read_end)
         os.dup2(write_end, 2)
         os.close(write_end)
-        self._thread = threading.Thread(target=self._copy, args=(read_end,),
-                                        name="stderr-filter", daemon=True)
-        self._thread.start()
-
-    def _write(self, data: bytes) -> None:
-        while data:
-            data = data[os.write(self._original, data):]
-
-    def _copy(self, read_end: int) -> None:
-        pending = b""
-        with os.fdopen(read_end, "rb", buffering=0) as pipe:
-            while chunk := pipe.read(1 << 16):
-                pending += chunk
-                out = []
-                for piece in re.split(rb"(?<=[\n\r])", pending):
-                    if piece.endswith((b"\n", b"\r")):
-                        if not is_noise(piece.rstrip(b"\n")):
-                            out.append(piece)
-                        pending = b""
-                    else:
-                        pending = piece
-                if pending and not _may_become_noise(pending):
-                    out.append(pending)
-                    pending = b""
-                self._write(b"".join(out))
-        if pending and not is_noise(pending):
-            self._write(pending)
 
     def close(self) -> None:
         with contextlib.suppress(ValueError, OSError):
             sys.stderr.flush()
-        os.dup2(self._original, 2)  # our pipe's last writer goes: the thread sees its end
-        self._thread.join(timeout=5.0)  # (child processes may still hold the pipe open)
+        os.dup2(self._original, 2)  # our end of the pipe goes: the filter sees EOF
         os.close(self._original)
+        try:  # (processes this command started may still hold the pipe open)
+            self._process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 QUIET_LOGGERS = {"absl": logging.WARNING, "tensorflow": logging.ERROR}
@@ -143,10 +155,20 @@ def session(verbose: bool = False) -> Iterator[None]:
     if LEVEL_VARIABLE not in os.environ:
         os.environ[LEVEL_VARIABLE] = QUIET_LEVEL
         _state["level_set_by_us"] = True
-    stderr_filter = StderrFilter() if _state["level_set_by_us"] else None
+    stderr_filter = None
+    if _state["level_set_by_us"]:
+        try:
+            stderr_filter = StderrFilter()
+        except OSError:  # no usable stderr (a daemon?): nothing to keep quiet
+            stderr_filter = None
     try:
         with _quiet_python_side():
             yield
     finally:
         if stderr_filter is not None:
             stderr_filter.close()
+
+
+if __name__ == "__main__":  # the filter process of StderrFilter
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    filter_stream(sys.stdin.buffer, sys.stdout.buffer)

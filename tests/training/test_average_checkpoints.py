@@ -13,10 +13,9 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from transformer_tf.config import DecodingConfig, ModelConfig, TrainingConfig
+from transformer_tf.config import ModelConfig
 from transformer_tf.models.transformer import Transformer
 from transformer_tf.training import checkpoints, model_dir as model_dir_lib
-from transformer_tf.training.fit import build_model_and_optimizer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 MODEL = ModelConfig(vocab_size=40, num_layers=1, d_model=8, d_ff=16, num_heads=2,
@@ -34,23 +33,10 @@ def load_script():
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
+def model_dir(tmp_path_factory, write_checkpointed_run):
     """A run directory (run_config.json) with training checkpoints ckpt-10 ... ckpt-40 of
     model and Adam state, each with different random weights."""
-    directory = tmp_path_factory.mktemp("run")
-    training = TrainingConfig(keep_checkpoints=10, average_last=3)
-    model_dir_lib.write_run_config(directory, model_dir_lib.RunConfig(
-        model=MODEL, training=training, decoding=DecodingConfig(), data_dir="unused",
-        preset="tiny"))
-    model = build_model_and_optimizer(MODEL, training)
-    manager = checkpoints.make_manager(model.network, model.optimizer, directory, max_to_keep=10)
-    rng = np.random.default_rng(0)
-    for step in STEPS:
-        for weight in model.weights:
-            weight.assign(rng.normal(size=weight.shape).astype(np.float32))
-        model.optimizer.iterations.assign(step)
-        manager.save(checkpoint_number=step)
-    return directory
+    return write_checkpointed_run(tmp_path_factory.mktemp("run"), MODEL, STEPS, average_last=3)
 
 
 def model_variables(path) -> dict:

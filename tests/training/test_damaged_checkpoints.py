@@ -14,12 +14,11 @@ import pytest
 
 from transformer_tf.cli import average_checkpoints as average_cli
 from transformer_tf.cli import export as export_cli
-from transformer_tf.config import DecodingConfig, ModelConfig, TrainingConfig
+from transformer_tf.config import ModelConfig
 from transformer_tf.export import saved_model
 from transformer_tf.inference.loading import pick_checkpoint
 from transformer_tf.models.registry import build_model
-from transformer_tf.training import checkpoints, model_dir as model_dir_lib
-from transformer_tf.training.fit import build_model_and_optimizer
+from transformer_tf.training import checkpoints
 
 MODEL = ModelConfig(vocab_size=40, num_layers=1, d_model=8, d_ff=16, num_heads=2,
                     max_position=16)
@@ -27,22 +26,10 @@ STEPS = (10, 20, 30)
 
 
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory):
+def pristine(tmp_path_factory, write_checkpointed_run):
     """A run directory with training checkpoints ckpt-10, ckpt-20, ckpt-30."""
-    directory = tmp_path_factory.mktemp("pristine")
-    training = TrainingConfig(keep_checkpoints=10, average_last=2)
-    model_dir_lib.write_run_config(directory, model_dir_lib.RunConfig(
-        model=MODEL, training=training, decoding=DecodingConfig(), data_dir="unused",
-        preset="tiny"))
-    model = build_model_and_optimizer(MODEL, training)
-    manager = checkpoints.make_manager(model.network, model.optimizer, directory, max_to_keep=10)
-    rng = np.random.default_rng(0)
-    for step in STEPS:
-        for weight in model.weights:
-            weight.assign(rng.normal(size=weight.shape).astype(np.float32))
-        model.optimizer.iterations.assign(step)
-        manager.save(checkpoint_number=step)
-    return directory
+    return write_checkpointed_run(tmp_path_factory.mktemp("pristine"), MODEL, STEPS,
+                                  average_last=2)
 
 
 @pytest.fixture
@@ -148,6 +135,19 @@ def test_checkpoint_of_another_configuration_gives_one_line(run, capsys):
     out, err = capsys.readouterr()
     assert "Value in checkpoint could not be found" not in out + err
     assert "unrestored values" not in out + err
+
+
+def test_export_with_another_configuration_is_one_error_line(run, capsys):
+    from transformer_tf.training import model_dir as model_dir_lib
+
+    config = model_dir_lib.read_run_config(run)
+    model_dir_lib.write_run_config(run, config.__class__(**{
+        **config.__dict__, "model": MODEL.replace(d_model=16)}))
+    code = export_cli.main(["--model-dir", str(run), "--out", str(run.parent / "export")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {prefix(run, 30)}: does not fit the model") and \
+        err.count("\n") == 1, err
 
 
 def test_export_onto_a_file_is_a_clear_error(run, capsys):
