@@ -1,5 +1,4 @@
 """Prepared directories and scripts/prepare_data.py: JSON layout, dropping, bad input."""
-import importlib.util
 import json
 import logging
 import re
@@ -14,16 +13,14 @@ from transformer_tf.data.prepare import prepare_corpus
 from transformer_tf.data.prepared import load_prepared
 from transformer_tf.data.textio import CorpusError, InvalidUtf8Error, LineCountMismatchError, iter_lines
 
-REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("prepare_data_script",
-                                                  REPO_ROOT / "scripts" / "prepare_data.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The command's module (scripts/prepare_data.py runs its `main`: tests/test_commands.py)."""
+    from transformer_tf.cli import prepare_data
+
+    return prepare_data
 
 
 def test_prepared_directory_layout(small_prepared, small_corpus_files):
