@@ -4,9 +4,12 @@ Two runs writing the same MDIR would interleave their checkpoint saves, orphan e
 other's checkpoints, and averaging would then mix two trajectories. So `train` holds
 
     MDIR/.run.lock       the lock itself: an OS lock (flock) on this file, via `filelock`
+                         (the empty file stays after the run: deleting it would race
+                         with the next taker)
     MDIR/run.lock.json   who holds it: {"pid", "host", "started" (UTC, ISO 8601), "argv"}
 
-while it runs. A second run on the same MDIR fails at once with `RunLockedError`, whose
+while it runs. Under a multi-worker strategy the chief holds it (the other workers only
+read MDIR). A second run on the same MDIR fails at once with `RunLockedError`, whose
 message names the holder from run.lock.json.
 
 A crashed or SIGKILLed run cannot leave a stale lock behind: the operating system drops a
