@@ -1,7 +1,7 @@
 """Install transformer_tf: `pip install -e .` (add `[test]` or `[bench]` for the extras).
 
 Installs the commands transformer-tf-prepare, -train, -average, -export, -translate,
--evaluate and -main (transformer_tf/cli; scripts/*.py run the same code).
+-evaluate, -main and -variations (transformer_tf/cli; scripts/*.py run the same code).
 """
 from setuptools import find_packages, setup
 
@@ -28,6 +28,7 @@ COMMANDS = {
     "transformer-tf-translate": "translate",
     "transformer-tf-evaluate": "evaluate",
     "transformer-tf-main": "main_job",
+    "transformer-tf-variations": "variations",
 }
 TEST = ["pytest>=8", "pytest-timeout", "numpy"]
 BENCH = ["torch==2.13.0", "ctranslate2==4.8.*", "transformers==5.23.*"]

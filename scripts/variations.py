@@ -1,59 +1,8 @@
 #!/usr/bin/env python
-"""The paper's model variations (Table 3): every row trained for the same budget and scored
-on the development set; resumable. See transformer_tf/variations.py for the rows.
-
-  python scripts/variations.py --data runs/multi30k_en_de/data --budget-minutes 12 \\
-      --out runs/variations                           # all rows around the multi30k preset
-  python scripts/variations.py --count-only           # parameter column at the paper's scale
-"""
-import argparse
-import logging
+"""Runs `transformer_tf.cli.variations` (also installed as the command transformer-tf-variations); see --help."""
 import sys
 
-from transformer_tf.config import PRESET_NAMES
-from transformer_tf.variations import ROW_GROUPS
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", help="prepared data directory (scripts/prepare_data.py)")
-    parser.add_argument("--out", help="study directory: rows/, variations.md, variations.json")
-    parser.add_argument("--base", default="multi30k", choices=PRESET_NAMES,
-                        help="Transformer preset the rows vary around (default multi30k)")
-    parser.add_argument("--rows", default=",".join(ROW_GROUPS),
-                        help=f"comma-separated groups of {','.join(ROW_GROUPS)} (default all)")
-    budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--budget-minutes", type=float, help="training minutes per row")
-    budget.add_argument("--max-steps", type=int, help="training steps per row")
-    parser.add_argument("--eval-every", type=int, default=500)
-    parser.add_argument("--precision", default="auto")
-    parser.add_argument("--count-only", action="store_true",
-                        help="print the parameter column at the paper's scale and exit")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
-    groups = tuple(g for g in args.rows.split(",") if g)
-    unknown = sorted(set(groups) - set(ROW_GROUPS))
-    if unknown:
-        parser.error(f"--rows: unknown group(s) {unknown}; choose from {','.join(ROW_GROUPS)}")
-    from transformer_tf.variations import StudyOptions, count_rows, format_counts, run_study
-
-    if args.count_only:
-        print(format_counts(count_rows(groups)), end="")
-        return 0
-    if not args.data or not args.out:
-        parser.error("--data and --out are needed (or --count-only)")
-    if args.budget_minutes is None and args.max_steps is None:
-        parser.error("give --budget-minutes or --max-steps")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    options = StudyOptions(data_dir=args.data, out_dir=args.out, base_preset=args.base,
-                           groups=groups, budget_minutes=args.budget_minutes,
-                           max_steps=args.max_steps, eval_every=args.eval_every,
-                           precision=args.precision, verbose=0 if args.quiet else 1)
-    run_study(options)
-    print(open(f"{args.out}/variations.md", encoding="utf-8").read(), end="")
-    return 0
-
+from transformer_tf.cli.variations import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,6 @@ Argument parsing only; the work is done by `transformer_tf.evaluation`.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from transformer_tf import console
 from transformer_tf.evaluation import (

@@ -13,9 +13,7 @@ Examples:
   python scripts/main_job.py --epochs 30 --train-minutes 0  # an epoch budget instead
 """
 import argparse
-import json
 import logging
-import sys
 
 from transformer_tf import console
 from transformer_tf.config import DEFAULT_PRESETS, PRESET_NAMES
