@@ -1,4 +1,5 @@
-"""Install transformer_tf: `pip install -e .` (add `[test]` or `[bench]` for the extras).
+"""Install transformer_tf: `pip install -e .` (add `[test]`, `[bench]` or `[viz]` for the
+extras).
 
 Installs the commands transformer-tf-prepare, -train, -average, -export, -translate,
 -evaluate, -main and -variations (transformer_tf/cli; scripts/*.py run the same code).
@@ -32,6 +33,7 @@ COMMANDS = {
 }
 TEST = ["pytest>=8", "pytest-timeout", "numpy"]
 BENCH = ["torch==2.13.0", "ctranslate2==4.8.*", "transformers==5.23.*"]
+VIZ = ["matplotlib>=3.8,<4"]  # attention figures (scripts/attention.py, TensorBoard images)
 
 setup(
     name="transformer_tf",
@@ -40,7 +42,8 @@ setup(
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["transformer_tf", "transformer_tf.*"]),
     install_requires=CORE,
-    extras_require={"test": TEST, "bench": BENCH},
+    # The tests draw figures too.
+    extras_require={"test": TEST + VIZ, "bench": BENCH, "viz": VIZ},
     entry_points={"console_scripts": [
         f"{command} = transformer_tf.cli.{module}:main" for command, module in COMMANDS.items()]},
 )

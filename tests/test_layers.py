@@ -1,6 +1,7 @@
 """Imports only run down the layers (config, console -> layers/data/decoding/evaluation ->
-models -> training -> inference -> export -> recipe, variations -> cli): importing every module of a
-package in a fresh interpreter must not load a module of a higher layer."""
+models, visualization -> training -> inference -> export -> recipe, variations -> cli):
+importing every module of a package in a fresh interpreter must not load a module of a
+higher layer."""
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ import sys
 import pytest
 
 RANKS = {"config": 0, "console": 0, "layers": 1, "data": 1, "decoding": 1, "evaluation": 1,
-         "models": 2, "training": 3, "inference": 4, "export": 5, "recipe": 6, "variations": 6,
-         "cli": 7}
+         "models": 2, "visualization": 2, "training": 3, "inference": 4, "export": 5,
+         "recipe": 6, "variations": 6, "cli": 7}
 
 IMPORT_ALL = r"""
 import importlib, json, pkgutil, sys

@@ -14,6 +14,8 @@ The rules, row by row (no row can fail or change another):
   * at most `max_tokens` pieces are kept (longer rows are TRUNCATED, and flagged), EOS is
     appended and rows are padded with PAD_ID.
 `is_blank` is the same blank rule in Python, for tools that read text outside the graph.
+Target inputs from raw text (teacher forcing on a reference, `encode_target_inputs`): BOS,
+then at most `max_tokens` pieces.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import unicodedata
 
 import tensorflow as tf
 
-from transformer_tf.config import EOS_ID, NUM_SPECIAL_IDS, PAD_ID, UNK_ID
+from transformer_tf.config import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID, UNK_ID
 
 # General categories of the characters that make a row blank: separators, controls, formats.
 BLANK_CATEGORIES = ("Zs", "Zl", "Zp", "Cc", "Cf")
@@ -79,3 +81,12 @@ def clean_source_ids(source_ids, vocab_size: int, max_tokens: int):
     ids = tf.where(valid, ids, UNK_ID)
     tokens = tf.ragged.boolean_mask(ids, keep)
     return _finish(tokens, max_tokens, tf.zeros([tf.shape(ids)[0]], tf.bool))
+
+
+def encode_target_inputs(tokenizer, text, max_tokens: int):
+    """tf.string [N] -> target input ids int32 [N, T]: BOS + at most `max_tokens` pieces,
+    PAD_ID-padded (teacher forcing on raw reference text, as `transforms.add_special_tokens`
+    does for the training data)."""
+    tokens = tokenizer.tokenize(tf.strings.strip(text))[:, :max_tokens]
+    bos = tf.fill([tokens.nrows(), 1], tf.constant(BOS_ID, tf.int32))
+    return tf.concat([bos, tf.cast(tokens, tf.int32)], axis=1).to_tensor(default_value=PAD_ID)

@@ -1,5 +1,6 @@
 """One decoder layer: masked self-attention, encoder-decoder attention, feed-forward."""
 import keras
+import tensorflow as tf
 
 from transformer_tf.layers.encoder_layer import EncoderLayer, attention_layer
 from transformer_tf.layers.residual import ResidualConnection
@@ -24,9 +25,14 @@ class DecoderLayer(EncoderLayer):
         ([batch, heads, source_length, d_k|d_v]).
       step: int scalar; with a cache, the position of x's first element.
       training: enables dropout.
+      return_attention: without a cache only: also return the attention weights (for
+        inspection; the default path keeps its graph).
 
     Returns:
-      [batch, target_length, d_model], and the updated cache when one was given.
+      [batch, target_length, d_model], and the updated cache when one was given; with
+      `return_attention`, the pair (that, {"decoder": self-attention weights [batch,
+      heads, target_length, target_length], "cross": encoder-decoder attention weights
+      [batch, heads, target_length, source_length]}), float32.
     """
 
     def __init__(self, *args, **kwargs):
@@ -45,10 +51,16 @@ class DecoderLayer(EncoderLayer):
         self.cross_attention_residual.build(input_shape)
 
     def call(self, x, encoder_output, self_attention_mask, cross_attention_mask,
-             cache=None, step=None, training=None):
+             cache=None, step=None, training=None, return_attention=False):
+        if return_attention and cache is not None:
+            raise ValueError("DecoderLayer: return_attention needs a full pass (no cache)")
+        weights = {}
         h = self.self_attention_residual.sublayer_input(x)
         if cache is None:
-            y = self.self_attention(h, h, attention_mask=self_attention_mask, training=training)
+            y = self.self_attention(h, h, attention_mask=self_attention_mask, training=training,
+                                    return_attention_scores=return_attention)
+            if return_attention:
+                y, weights["decoder"] = y
         else:
             y, (self_key, self_value) = self.self_attention(
                 h, h, attention_mask=self_attention_mask,
@@ -60,14 +72,16 @@ class DecoderLayer(EncoderLayer):
         h = self.cross_attention_residual.sublayer_input(x)
         if cache is None:
             y = self.cross_attention(h, encoder_output, attention_mask=cross_attention_mask,
-                                     training=training)
+                                     training=training, return_attention_scores=return_attention)
+            if return_attention:
+                y, weights["cross"] = y
         else:
             y, _ = self.cross_attention(
                 h, attention_mask=cross_attention_mask,
                 cache=(cache["cross_key"], cache["cross_value"]), training=training)
         x = self.cross_attention_residual(x, y, training=training)
 
-        h = self.feed_forward_residual.sublayer_input(x)
-        y = self.feed_forward(h, training=training)
-        x = self.feed_forward_residual(x, y, training=training)
+        x = self.feed_forward_sublayer(x, training)
+        if return_attention:
+            return x, {kind: tf.cast(w, tf.float32) for kind, w in weights.items()}
         return x if cache is None else (x, cache)

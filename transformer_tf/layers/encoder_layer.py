@@ -1,5 +1,6 @@
 """One encoder layer: self-attention then feed-forward, each with its residual (section 3.1)."""
 import keras
+import tensorflow as tf
 
 from transformer_tf.layers.attention import CachedMultiHeadAttention
 from transformer_tf.layers.feed_forward import PositionwiseFeedForward
@@ -30,9 +31,12 @@ class EncoderLayer(keras.layers.Layer):
       x: [batch, source_length, d_model].
       attention_mask: bool [batch, source_length, source_length] (True = may attend).
       training: enables dropout.
+      return_attention: also return the self-attention weights (for inspection only;
+        the default path returns nothing more and so keeps its graph).
 
     Returns:
-      [batch, source_length, d_model].
+      [batch, source_length, d_model]; with `return_attention`, the pair (that, float32
+      self-attention weights [batch, heads, source_length, source_length]).
     """
 
     def __init__(self, d_model, d_ff, num_heads, key_dim, value_dim, dropout=0.1,
@@ -60,10 +64,18 @@ class EncoderLayer(keras.layers.Layer):
         for layer in (self.self_attention_residual, self.feed_forward, self.feed_forward_residual):
             layer.build(input_shape)
 
-    def call(self, x, attention_mask, training=None):
+    def call(self, x, attention_mask, training=None, return_attention=False):
         h = self.self_attention_residual.sublayer_input(x)
-        y = self.self_attention(h, h, attention_mask=attention_mask, training=training)
+        y = self.self_attention(h, h, attention_mask=attention_mask, training=training,
+                                return_attention_scores=return_attention)
+        if return_attention:
+            y, weights = y
         x = self.self_attention_residual(x, y, training=training)
+        x = self.feed_forward_sublayer(x, training)
+        return (x, tf.cast(weights, tf.float32)) if return_attention else x
+
+    def feed_forward_sublayer(self, x, training):
+        """x -> Residual(FFN)(x), the last sub-layer of both layer kinds."""
         h = self.feed_forward_residual.sublayer_input(x)
         y = self.feed_forward(h, training=training)
         return self.feed_forward_residual(x, y, training=training)

@@ -23,7 +23,8 @@ serialisable config dataclass) and the class attribute `family` (its name in run
 directories, see `transformer_tf.models.registry`).
 
 Optionally, `attention_weights(source_ids, target_input_ids)` returns the attention
-probabilities of one teacher-forced pass for inspection (see its docstring).
+probabilities of one teacher-forced pass for inspection (see its docstring; the kinds
+are `ATTENTION_KINDS`). It is never on the training or decoding path.
 
 Losses are not part of a model: `transformer_tf.training` owns them, so a model has no
 training knob (label smoothing lives in TrainingConfig).
@@ -35,7 +36,13 @@ import tensorflow as tf
 
 from transformer_tf.decoding.model_search import DecoderState
 
-__all__ = ["DecoderState", "Seq2SeqModel", "check_ids"]
+__all__ = ["ATTENTION_KINDS", "DecoderState", "Seq2SeqModel", "check_ids"]
+
+# What `Seq2SeqModel.attention_weights` may return, by key:
+#   "encoder": source positions attending to source positions (encoder self-attention);
+#   "decoder": target input positions attending to earlier ones (decoder self-attention);
+#   "cross":   target input positions attending to source positions (encoder-decoder).
+ATTENTION_KINDS = ("encoder", "decoder", "cross")
 
 
 def check_ids(ids, vocab_size: int, max_length: int, name: str) -> tf.Tensor:
@@ -99,8 +106,29 @@ class Seq2SeqModel(keras.Model):
         raise NotImplementedError
 
     def attention_weights(self, source_ids, target_input_ids):
-        """Attention probabilities of one teacher-forced pass, for inspection; families
-        that support it override this."""
+        """Attention probabilities of one teacher-forced pass, for inspection (figures,
+        alignments); families that support it override this. Not used for training or
+        decoding, so it may be slow and need not trace into a SavedModel.
+
+        Args:
+          source_ids: int [batch, source_length], tokens + EOS, PAD_ID-padded.
+          target_input_ids: int [batch, target_length], BOS + tokens, PAD_ID-padded
+            (a reference, or a search output with BOS put in front).
+
+        Returns:
+          A dict from kind (a subset of `ATTENTION_KINDS`: only the kinds the family
+          has; a ConvS2S model, say, has "cross" only) to a list with one entry per
+          layer, first layer first, each a float32 tensor
+          [batch, heads, query_length, key_length] (heads = 1 for single-head attention):
+            "encoder": queries and keys are source positions;
+            "decoder": queries and keys are target input positions;
+            "cross":   queries are target input positions, keys source positions.
+          Query position t of the target is the one that predicts target token t + 1
+          (after BOS: the first output token). Computed without dropout. For every real
+          query row the weights over the real keys sum to 1; keys at PAD_ID positions
+          (and, for "decoder", later positions) have weight exactly 0. Rows of padded
+          queries are unspecified.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not expose attention weights")
 
     # ---------------------------------------------------------------- shared

@@ -165,16 +165,7 @@ class Transformer(Seq2SeqModel):
           (encoder_output [batch, source_length, d_model], source_valid bool
           [batch, source_length] True at real tokens).
         """
-        source_valid = padding_mask(source_ids, PAD_ID)
-        x = self.source_embedding(source_ids)
-        x = self.source_dropout(x + self.source_positions(x), training=training)
-        # (batch, 1 or source, source)
-        mask = attention_mask(source_valid, source_valid, window=self.config.attention_window)
-        for layer in self.encoder_layers:
-            x = layer(x, attention_mask=mask, training=training)
-        if self.encoder_final_norm is not None:
-            x = self.encoder_final_norm(x)
-        return x, source_valid
+        return self._encoder_stack(source_ids, training)
 
     def decode(self, target_input_ids, encoder_output, source_valid, training=False):
         """Decoder stack over a whole target prefix (teacher forcing).
@@ -187,6 +178,42 @@ class Transformer(Seq2SeqModel):
         Returns:
           float32 logits [batch, target_length, target_vocab_size].
         """
+        return self._decoder_stack(target_input_ids, encoder_output, source_valid, training)
+
+    def attention_weights(self, source_ids, target_input_ids):
+        """Attention probabilities of one teacher-forced pass without dropout (see
+        `Seq2SeqModel.attention_weights` for the structure): "encoder", "decoder" and
+        "cross", one float32 [batch, num_heads, query_length, key_length] tensor per
+        layer. The training and decoding paths never compute this structure."""
+        source_ids, target_input_ids = self.check_inputs((source_ids, target_input_ids))
+        weights = {"encoder": [], "decoder": [], "cross": []}
+        encoder_output, source_valid = self._encoder_stack(source_ids, False, weights)
+        self._decoder_stack(target_input_ids, encoder_output, source_valid, False, weights)
+        return weights
+
+    def _encoder_stack(self, source_ids, training, weights=None):
+        """`encode`; with a `weights` dict, each layer's self-attention weights are also
+        appended to weights["encoder"]."""
+        source_valid = padding_mask(source_ids, PAD_ID)
+        x = self.source_embedding(source_ids)
+        x = self.source_dropout(x + self.source_positions(x), training=training)
+        # (batch, 1 or source, source)
+        mask = attention_mask(source_valid, source_valid, window=self.config.attention_window)
+        for layer in self.encoder_layers:
+            if weights is None:
+                x = layer(x, attention_mask=mask, training=training)
+            else:
+                x, layer_weights = layer(x, attention_mask=mask, training=training,
+                                         return_attention=True)
+                weights["encoder"].append(layer_weights)
+        if self.encoder_final_norm is not None:
+            x = self.encoder_final_norm(x)
+        return x, source_valid
+
+    def _decoder_stack(self, target_input_ids, encoder_output, source_valid, training,
+                       weights=None):
+        """`decode`; with a `weights` dict, each layer's self- and encoder-decoder
+        attention weights are also appended to weights["decoder"] and weights["cross"]."""
         target_valid = padding_mask(target_input_ids, PAD_ID)
         x = self.target_embedding(target_input_ids)
         x = self.target_dropout(x + self.target_positions(x), training=training)
@@ -194,7 +221,13 @@ class Transformer(Seq2SeqModel):
                                    window=self.config.attention_window)
         cross_mask = source_valid[:, None, :]  # (batch, 1, source)
         for layer in self.decoder_layers:
-            x = layer(x, encoder_output, self_mask, cross_mask, training=training)
+            if weights is None:
+                x = layer(x, encoder_output, self_mask, cross_mask, training=training)
+            else:
+                x, layer_weights = layer(x, encoder_output, self_mask, cross_mask,
+                                         training=training, return_attention=True)
+                for kind, value in layer_weights.items():
+                    weights[kind].append(value)
         return self._logits(x)
 
     def _logits(self, x, output_kernel=None):

@@ -97,8 +97,10 @@ class TrainingMonitor(keras.callbacks.Callback):
                         tf.summary.scalar(name, value)
             self._validation_writer.flush()
 
-    def write_validation(self, scalars: dict, texts: dict | None = None):
-        """Extra validation results (BLEU, example translations) at the current step."""
+    def write_validation(self, scalars: dict, texts: dict | None = None,
+                         images: dict | None = None):
+        """Extra validation results (BLEU, example translations; images: name -> uint8
+        [count, height, width, channels]) at the current step."""
         if self._validation_writer is None:
             return
         with self._validation_writer.as_default(step=_current_step(self.model)):
@@ -106,6 +108,8 @@ class TrainingMonitor(keras.callbacks.Callback):
                 tf.summary.scalar(name, value)
             for name, value in (texts or {}).items():
                 tf.summary.text(name, value)
+            for name, value in (images or {}).items():
+                tf.summary.image(name, value, max_outputs=len(value))
         self._validation_writer.flush()
 
     def on_train_end(self, logs=None):

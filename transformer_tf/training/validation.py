@@ -10,6 +10,7 @@ from transformer_tf.config import DecodingConfig
 from transformer_tf.data.source_text import encode_sources
 from transformer_tf.decoding.model_search import search_model
 from transformer_tf.evaluation import corpus_bleu
+from transformer_tf.training.attention_images import attention_heatmap_images
 
 logger = logging.getLogger(__name__)
 
@@ -17,7 +18,9 @@ logger = logging.getLogger(__name__)
 class ValidationTranslations(keras.callbacks.Callback):
     """After each validation run, decodes `sources` greedily and writes to TensorBoard:
     `bleu` (cased sacreBLEU against `references`) and `examples` (a markdown table of the
-    first `num_examples` source / reference / hypothesis triples) in the validation run.
+    first `num_examples` source / reference / hypothesis triples) in the validation run,
+    and with `attention_images` the images `attention/<kind>` of the first pair (one per
+    layer: the heat maps of its heads, see `training.attention_images`).
 
     Args:
       network: the model being trained (a Seq2SeqModel; `trainer.network`).
@@ -27,10 +30,12 @@ class ValidationTranslations(keras.callbacks.Callback):
       batch_size: sentences per decoding batch.
       num_examples: example translations shown as text.
       max_extra_length: output limit = input length + this.
+      attention_images: write the attention heat maps (needs matplotlib; skipped without).
     """
 
     def __init__(self, network, tokenizer, sources, references, monitor, batch_size: int = 64,
-                 num_examples: int = 5, max_extra_length: int = 50):
+                 num_examples: int = 5, max_extra_length: int = 50,
+                 attention_images: bool = True):
         super().__init__()
         if len(sources) != len(references):
             raise ValueError(f"{len(sources)} dev sources but {len(references)} references")
@@ -41,6 +46,7 @@ class ValidationTranslations(keras.callbacks.Callback):
         self.batch_size = batch_size
         self.num_examples = num_examples
         self.decoding = DecodingConfig(beam_size=1, max_extra_length=max_extra_length)
+        self.show_attention = attention_images
         self.history: list[tuple[int, float]] = []
         self._translate_batch = tf.function(self._translate_text, reduce_retracing=True)
 
@@ -69,6 +75,11 @@ class ValidationTranslations(keras.callbacks.Callback):
         rows = ["| source | reference | hypothesis |", "| --- | --- | --- |"] + [
             f"| {s} | {r} | {h} |" for s, r, h in
             zip(self.sources, self.references, hypotheses)][: self.num_examples]
-        self.monitor.write_validation({"bleu": bleu}, {"examples": "\n".join(rows)})
+        images = {}
+        if self.show_attention:
+            images = {f"attention/{kind}": value for kind, value in attention_heatmap_images(
+                self.network, self.tokenizer, self.sources[0], self.references[0]).items()}
+            self.show_attention = bool(images)  # nothing to show: do not try again
+        self.monitor.write_validation({"bleu": bleu}, {"examples": "\n".join(rows)}, images)
         logger.info("step %d: validation BLEU %.2f on %d sentences", step, bleu,
                     len(self.sources))

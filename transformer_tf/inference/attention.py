@@ -1,0 +1,37 @@
+"""Attention of a sentence from a trained model (a run's model directory or an exported
+SavedModel), for `scripts/attention.py`.
+
+The extraction and the figures are in `transformer_tf.visualization` (training's
+TensorBoard images use them too); this module loads the model and ties them together.
+"""
+from __future__ import annotations
+
+from transformer_tf.config import DecodingConfig
+from transformer_tf.inference import loading
+from transformer_tf.visualization.figures import write_figures
+from transformer_tf.visualization.maps import AttentionMaps, sentence_maps
+
+
+def load_model(model_dir=None, saved_model=None, checkpoint=None, beam_size=None,
+               alpha=None):
+    """(model, tokenizer, decoding config) from exactly one of a model directory (its
+    averaged checkpoint if there is one, else the latest; or `checkpoint`) or a SavedModel
+    written by transformer_tf (the model rebuilt from its variables)."""
+    if (model_dir is None) == (saved_model is None):
+        raise ValueError("give exactly one of a model directory or a SavedModel directory")
+    overrides = dict(beam_size=beam_size, alpha=alpha)
+    if model_dir is not None:
+        model, tokenizer, run, _ = loading.load_trained(model_dir, checkpoint, **overrides)
+        return model, tokenizer, run.decoding
+    model, tokenizer, info = loading.model_from_saved_model(saved_model)
+    decoding = DecodingConfig.from_config(info["decoding"]).with_overrides(**overrides)
+    return model, tokenizer, decoding
+
+
+def attention_figures(model, tokenizer, decoding: DecodingConfig, text: str, out_dir,
+                      target: str | None = None, **figure_options) -> tuple[AttentionMaps, list]:
+    """(maps, written paths): the attention of `text` with `target` (or the model's own
+    beam-search translation) drawn by `visualization.figures.write_figures` with
+    `figure_options` (kind, layer, heads, word, merge_words, dpi)."""
+    maps = sentence_maps(model, tokenizer, text, target, decoding)
+    return maps, write_figures(maps, out_dir, **figure_options)
