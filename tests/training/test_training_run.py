@@ -66,7 +66,7 @@ def model_weights(model_dir, checkpoint):
 
 def summaries(logdir, run):
     """{tag: [(step, value), ...]} from the TensorBoard event files of logdir/run; values
-    are floats (scalars) or str (text)."""
+    are floats (scalars), str (text) or lists of PNG bytes (images)."""
     import tensorflow as tf
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -76,8 +76,11 @@ def summaries(logdir, run):
     for tag in events.Tags()["tensors"]:
         for event in events.Tensors(tag):
             value = tf.make_ndarray(event.tensor_proto)
-            value = (value.item().decode("utf-8") if value.dtype == object
-                     else float(value))
+            if value.dtype == object and value.size > 1:  # images: width, height, PNGs
+                value = list(value[2:])
+            else:
+                value = (value.item().decode("utf-8") if value.dtype == object
+                         else float(value))
             found.setdefault(tag, []).append((event.step, value))
     return found
 
@@ -217,3 +220,7 @@ def test_tensorboard_scalars(reference, tiny_multi30k):
     for _, table in validation["examples"]:
         assert table.startswith("| source | reference | hypothesis |")
         assert first_source.strip() in table
+    # Attention heat maps of the first dev pair, one image per layer (one layer here).
+    for kind in ("encoder", "decoder", "cross"):
+        for _, pngs in validation[f"attention/{kind}"]:
+            assert len(pngs) == 1 and pngs[0].startswith(b"\x89PNG\r\n\x1a\n")

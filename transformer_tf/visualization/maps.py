@@ -26,8 +26,8 @@ class AttentionMaps:
     Attributes:
       source_pieces: the source's BPE pieces, "</s>" last (S pieces).
       target_pieces: the target input: "<s>", then the target's pieces (T pieces).
-      output_pieces: what each target position predicts: the target's pieces, then
-        "</s>" (T pieces).
+      output_pieces: what each target position predicts (T pieces): the target's
+        pieces, then "</s>" (for a search output cut by the length limit, no "</s>").
       weights: kind ("encoder", "decoder", "cross"; those the model has) -> float32
         [layers, heads, queries, keys]: encoder [L, H, S, S], decoder [L, H, T, T],
         cross [L, H, T, S].
@@ -74,20 +74,30 @@ def _one_row(ids) -> np.ndarray:
     return ids[ids != PAD_ID]
 
 
-def attention_maps(model, tokenizer, source_ids, target_input_ids,
+def attention_maps(model, tokenizer, source_ids, target_input_ids, output_ids=None,
                    from_search: bool = False) -> AttentionMaps:
-    """AttentionMaps of one pair of id sequences (int [S] with EOS last, int [T] with BOS
-    first; no padding) through `model.attention_weights`."""
+    """AttentionMaps of one sentence pair through `model.attention_weights`.
+
+    Args:
+      source_ids: int [S], tokens + EOS (PAD_ID entries are dropped).
+      target_input_ids: int [T], BOS + tokens (PAD_ID entries are dropped).
+      output_ids: int [T], what each target position predicts; default: the target
+        input shifted by one, then EOS (a reference).
+      from_search: recorded in the result.
+    """
     source_ids, target_input_ids = _one_row(source_ids), _one_row(target_input_ids)
+    if output_ids is None:
+        output_ids = np.concatenate([target_input_ids[1:], [EOS_ID]])
+    if len(output_ids) != len(target_input_ids):
+        raise ValueError(f"{len(output_ids)} output ids for {len(target_input_ids)} target "
+                         "positions")
     raw = model.attention_weights(tf.constant(source_ids[None], tf.int32),
                                   tf.constant(target_input_ids[None], tf.int32))
     weights = {kind: np.stack([np.asarray(layer)[0] for layer in raw[kind]]).astype(np.float32)
                for kind in ATTENTION_KINDS if raw.get(kind)}
     processor = python_processor(tokenizer.model_proto)
-    target_pieces = _pieces(processor, target_input_ids)
-    output_ids = list(target_input_ids[1:]) + [EOS_ID]
     return AttentionMaps(source_pieces=_pieces(processor, source_ids),
-                         target_pieces=target_pieces,
+                         target_pieces=_pieces(processor, target_input_ids),
                          output_pieces=_pieces(processor, output_ids),
                          weights=weights, from_search=from_search)
 
@@ -98,26 +108,27 @@ def sentence_maps(model, tokenizer, source: str, target: str | None = None,
     with the model's own translation of it (search with `decoding`) when target is None.
 
     Both sides are tokenized as everywhere else (`transformer_tf.data.source_text`):
-    stripped, BPE pieces, cut to the model's positions. Raises ValueError for an empty
-    source (or an empty given target).
+    stripped, BPE pieces, cut to the model's positions. A search output y_1..y_n (EOS
+    last unless the length limit cut it) becomes the target input BOS, y_1..y_{n-1},
+    whose positions predict y_1..y_n. Raises ValueError for an empty source (or an
+    empty given target).
     """
     if not source.strip():
         raise ValueError("the source sentence is empty")
     source_ids, _, _ = encode_sources(tokenizer, tf.constant([source]),
                                       model.max_source_length - 1)
     if target is None:
+        # Eagerly: for one sentence, tracing the search costs more than running it.
         result = search_model(model, source_ids, decoding)
-        length = int(result.lengths[0, 0])
-        output = result.ids[0, 0, :length].numpy()
-        output = output[output != EOS_ID]  # the EOS is the last output, not an input
-        target_input_ids = np.concatenate([[BOS_ID], output]).astype(np.int32)
-    else:
-        if not target.strip():
-            raise ValueError("the target sentence is empty")
-        target_input_ids = encode_target_inputs(tokenizer, tf.constant([target]),
-                                                model.max_target_length - 1)[0].numpy()
-    return attention_maps(model, tokenizer, source_ids[0].numpy(), target_input_ids,
-                          from_search=target is None)
+        output_ids = result.ids[0, 0, :int(result.lengths[0, 0])].numpy()
+        target_input_ids = np.concatenate([[BOS_ID], output_ids[:-1]]).astype(np.int32)
+        return attention_maps(model, tokenizer, source_ids[0].numpy(), target_input_ids,
+                              output_ids, from_search=True)
+    if not target.strip():
+        raise ValueError("the target sentence is empty")
+    target_input_ids = encode_target_inputs(tokenizer, tf.constant([target]),
+                                            model.max_target_length - 1)[0].numpy()
+    return attention_maps(model, tokenizer, source_ids[0].numpy(), target_input_ids)
 
 
 @dataclasses.dataclass(frozen=True)
