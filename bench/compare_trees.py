@@ -5,7 +5,8 @@ a BEFORE tree (e.g. `git archive <base commit> | tar -x -C /tmp/before`), altern
 before, after, before, after ... for `--rounds` rounds, so both meet the same machine
 load. Each worker run imports transformer_tf from its own tree (bench/common.py puts the
 tree first on sys.path). For every run configuration of the worker's report (same keys
-except the figures), reports the best `--metric` of each tree and after / before.
+except the figures), reports the best `--metric` of each tree, after / before, and
+every round's figure (to judge the noise).
 
     python bench/compare_trees.py --before /tmp/before [--rounds 2] [--metric output_tokens_per_s]
         -- decode_tf --shapes multi30k --beams 1,4 --warmup 1 --repeats 3 --max-seconds 4
@@ -30,14 +31,15 @@ def run_worker(tree: pathlib.Path, worker: str, args: list) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def best_by_config(reports: list, metric: str) -> dict:
-    best: dict = {}
+def by_config(reports: list, metric: str) -> dict:
+    """{configuration: [metric of each round]}."""
+    found: dict = {}
     for report in reports:
         for run in report.get("runs", [report]):
             key = tuple((k, run[k]) for k in KEYS if k in run)
             if metric in run:
-                best[key] = max(best.get(key, float("-inf")), run[metric])
-    return best
+                found.setdefault(key, []).append(run[metric])
+    return found
 
 
 def main(argv=None):
@@ -56,10 +58,12 @@ def main(argv=None):
         for name, tree in trees.items():
             print(f"round {round_index + 1}: {name} ({tree})", file=sys.stderr, flush=True)
             reports[name].append(run_worker(tree, args.worker, worker_args))
-    before = best_by_config(reports["before"], args.metric)
-    after = best_by_config(reports["after"], args.metric)
-    rows = [{**dict(key), f"before_{args.metric}": before[key],
-             f"after_{args.metric}": after[key], "after_over_before": after[key] / before[key]}
+    before = by_config(reports["before"], args.metric)
+    after = by_config(reports["after"], args.metric)
+    rows = [{**dict(key), f"before_{args.metric}": max(before[key]),
+             f"after_{args.metric}": max(after[key]),
+             "after_over_before": max(after[key]) / max(before[key]),
+             "before_rounds": before[key], "after_rounds": after[key]}
             for key in before if key in after]
     print(json.dumps({"worker": args.worker, "args": worker_args, "rounds": args.rounds,
                       "before": str(trees["before"]), "after": str(trees["after"]),

@@ -47,7 +47,9 @@ ATTENTION_KINDS = ("encoder", "decoder", "cross")
 
 def check_ids(ids, vocab_size: int, max_length: int, name: str) -> tf.Tensor:
     """int32 `ids` [batch, length] after rank, dtype, range and length checks whose
-    messages say what was expected (graph-mode assertions for the value checks)."""
+    messages say what was expected (graph-mode assertions for the value checks). Takes
+    tensors or array-likes."""
+    ids = tf.convert_to_tensor(ids)
     if ids.shape.rank is not None and ids.shape.rank != 2:
         raise ValueError(
             f"{name}: expected token ids of shape [batch, length], got shape {ids.shape}")
@@ -125,9 +127,9 @@ class Seq2SeqModel(keras.Model):
             "cross":   queries are target input positions, keys source positions.
           Query position t of the target is the one that predicts target token t + 1
           (after BOS: the first output token). Computed without dropout. For every real
-          query row the weights over the real keys sum to 1; keys at PAD_ID positions
-          (and, for "decoder", later positions) have weight exactly 0. Rows of padded
-          queries are unspecified.
+          query row the weights sum to 1; keys the query may not see (PAD_ID
+          positions; for "decoder", later positions; outside a restricted window) have
+          weight exactly 0. Rows of padded queries are unspecified.
         """
         raise NotImplementedError(f"{type(self).__name__} does not expose attention weights")
 

@@ -185,8 +185,7 @@ class Transformer(Seq2SeqModel):
         `Seq2SeqModel.attention_weights` for the structure): "encoder", "decoder" and
         "cross", one float32 [batch, num_heads, query_length, key_length] tensor per
         layer. The training and decoding paths never compute this structure."""
-        source_ids, target_input_ids = self.check_inputs(
-            (tf.convert_to_tensor(source_ids), tf.convert_to_tensor(target_input_ids)))
+        source_ids, target_input_ids = self.check_inputs((source_ids, target_input_ids))
         weights = {"encoder": [], "decoder": [], "cross": []}
         encoder_output, source_valid = self._encoder_stack(source_ids, False, weights)
         self._decoder_stack(target_input_ids, encoder_output, source_valid, False, weights)
