@@ -146,3 +146,18 @@ def test_weights_do_not_depend_on_dropout_or_padding_of_other_rows(model):
 def test_bad_inputs_are_refused(model):
     with pytest.raises(ValueError, match="same batch size"):
         model.attention_weights(SOURCE, TARGET[:1])
+
+
+def test_restricted_attention_gives_zero_outside_the_window():
+    window = 1
+    got = build(attention_window=window).attention_weights(SOURCE, TARGET)
+    for kind in ("encoder", "decoder"):
+        ids = SOURCE if kind == "encoder" else TARGET
+        length = ids.shape[1]
+        distance = np.abs(np.arange(length)[:, None] - np.arange(length)[None, :])
+        for w in got[kind]:
+            w = w.numpy()
+            real = np.broadcast_to((ids != PAD_ID)[:, None, :], w.shape[:3])  # real queries
+            outside = real[..., None] & (distance > window)
+            assert (w[outside] == 0).all(), kind
+            np.testing.assert_allclose(w.sum(-1)[real], 1.0, atol=1e-5)
