@@ -13,7 +13,11 @@ import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig
 from transformer_tf.data.bpe import python_processor
-from transformer_tf.data.source_text import encode_sources, encode_target_inputs
+from transformer_tf.data.source_text import (
+    encode_sources,
+    encode_target_inputs,
+    is_blank,
+)
 from transformer_tf.decoding.model_search import search_model
 from transformer_tf.models.contract import ATTENTION_KINDS
 from transformer_tf.visualization import words
@@ -111,9 +115,9 @@ def sentence_maps(model, tokenizer, source: str, target: str | None = None,
     stripped, BPE pieces, cut to the model's positions. A search output y_1..y_n (EOS
     last unless the length limit cut it) becomes the target input BOS, y_1..y_{n-1},
     whose positions predict y_1..y_n. Raises ValueError for an empty source (or an
-    empty given target).
+    empty given target; empty: blank by `source_text.is_blank`).
     """
-    if not source.strip():
+    if is_blank(source):
         raise ValueError("the source sentence is empty")
     source_ids, _, _ = encode_sources(tokenizer, tf.constant([source]),
                                       model.max_source_length - 1)
@@ -124,7 +128,7 @@ def sentence_maps(model, tokenizer, source: str, target: str | None = None,
         target_input_ids = np.concatenate([[BOS_ID], output_ids[:-1]]).astype(np.int32)
         return attention_maps(model, tokenizer, source_ids[0].numpy(), target_input_ids,
                               output_ids, from_search=True)
-    if not target.strip():
+    if is_blank(target):
         raise ValueError("the target sentence is empty")
     target_input_ids = encode_target_inputs(tokenizer, tf.constant([target]),
                                             model.max_target_length - 1)[0].numpy()
