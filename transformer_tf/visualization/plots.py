@@ -66,8 +66,9 @@ def _title(figure, title: str, width_inches=None):
     """A suptitle wrapped to the figure's width (or to `width_inches`)."""
     if title:
         width = _title_width(width_inches or figure.get_size_inches()[0])
-        figure.suptitle(textwrap.fill(title, width), fontfamily=FONT, fontsize=9,
-                        y=1.0, va="top")
+        # Constrained layout makes room for a suptitle only at its default place.
+        place = {} if figure.get_layout_engine() is not None else {"y": 1.0, "va": "top"}
+        figure.suptitle(textwrap.fill(title, width), fontfamily=FONT, fontsize=9, **place)
 
 
 def head_colours(num_heads: int) -> list:
@@ -177,7 +178,7 @@ def heatmap_grid(query_tokens, key_tokens, weights, head_names, title: str = "",
     panel_w, panel_h = max(0.22 * len(key_tokens), 0.7), max(0.22 * len(query_tokens), 0.7)
     left, bottom = _label_inches(query_tokens) + 0.2, _label_inches(key_tokens) + 0.15
     cell_w, cell_h = left + panel_w + 0.15, bottom + panel_h + 0.3  # 0.3: the head's name
-    natural_w = columns * cell_w + 0.75  # the colour bar
+    natural_w = columns * cell_w + 0.9  # the colour bar and its labels
     title_lines = len(textwrap.wrap(title, _title_width(natural_w))) if title else 0
     title_h = 0.2 * title_lines + 0.1
     natural_h = rows * cell_h + title_h
