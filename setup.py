@@ -2,7 +2,7 @@
 extras).
 
 Installs the commands transformer-tf-prepare, -train, -average, -export, -translate,
--evaluate, -main and -variations (transformer_tf/cli; scripts/*.py run the same code).
+-evaluate, -main, -variations and -attention (transformer_tf/cli; scripts/*.py run the same code).
 """
 from setuptools import find_packages, setup
 
@@ -30,6 +30,7 @@ COMMANDS = {
     "transformer-tf-evaluate": "evaluate",
     "transformer-tf-main": "main_job",
     "transformer-tf-variations": "variations",
+    "transformer-tf-attention": "attention",  # needs the [viz] extra to draw
 }
 TEST = ["pytest>=8", "pytest-timeout", "numpy"]
 BENCH = ["torch==2.13.0", "ctranslate2==4.8.*", "transformers==5.23.*"]

@@ -18,7 +18,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 EXPECTED = {"transformer-tf-prepare", "transformer-tf-train", "transformer-tf-average",
             "transformer-tf-export", "transformer-tf-translate", "transformer-tf-evaluate",
-            "transformer-tf-main", "transformer-tf-variations"}
+            "transformer-tf-main", "transformer-tf-variations", "transformer-tf-attention"}
 CALL_HELP = r"""
 import contextlib, importlib.metadata, io, json, sys
 dist = importlib.metadata.PathDistribution.at(sys.argv[1])

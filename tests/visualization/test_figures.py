@@ -4,8 +4,6 @@ and tokenizer; scripts/attention.py end to end."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import pathlib
 import struct
 import warnings
 
@@ -17,7 +15,6 @@ from transformer_tf.visualization import plots
 from transformer_tf.visualization.figures import heatmap_pngs, write_figures
 from transformer_tf.visualization.maps import AttentionMaps, view
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 SOURCE = ["▁Ein", "▁Mädchen", "▁mit", "▁Fuß", "ball", "▁à", "▁l", "'", "été", "</s>"]
 TARGET = ["<s>", "▁Une", "▁fille", "▁très", "▁agé", "e"]
 
@@ -180,11 +177,9 @@ def test_sentence_maps_from_search_and_given_target(tiny_run):
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("attention_script",
-                                                  REPO / "scripts" / "attention.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from transformer_tf.cli import attention
+
+    return attention
 
 
 def test_script_writes_the_three_figures(tiny_run, tmp_path, capsys):

@@ -1,5 +1,5 @@
 """Attention of a sentence from a trained model (a run's model directory or an exported
-SavedModel), for `scripts/attention.py`.
+SavedModel), for the attention command (`transformer_tf.cli.attention`).
 
 The extraction and the figures are in `transformer_tf.visualization` (training's
 TensorBoard images use them too); this module loads the model and ties them together.

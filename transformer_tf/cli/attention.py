@@ -1,0 +1,99 @@
+"""Draw what the attention heads of a trained model look at (the paper's Figures 3-5).
+
+For one source sentence and a target (--target, teacher forced; default: the model's own
+beam-search translation), writes into --out, for one kind of attention and one layer:
+
+  lines_<kind>_layer<L>.png     the sentence twice (queries on top, keys below), a line
+                                from a word (--word) or from every word to the words it
+                                attends to; opacity = weight, one colour per head
+  heatmaps_<kind>_layer<L>.png  one heat map per head (queries x keys)
+  alignment_layer<L>.png        encoder-decoder attention of the translation as a target x
+                                source matrix, mean over heads
+
+Kinds: encoder (source to source), decoder (target to earlier target), cross (target to
+source; rows named by the token that position predicts). Layers and heads count from 1,
+as in the paper ("layer 5 of 6").
+
+BPE pieces are merged back into words unless --pieces is given: a piece starting with
+"▁" begins a word, the pieces after it continue it (punctuation written without a space
+stays with the word). A word's weight as a key is the SUM over its pieces (rows still
+sum to 1); as a query, the MEAN over its pieces.
+
+Needs matplotlib: pip install -e '.[viz]'.
+
+Examples:
+  transformer-tf-attention --model-dir runs/multi30k_en_de/model \\
+      --text "Two young girls are playing soccer in a park." --layer 3 --word playing --out figs
+  transformer-tf-attention --model saved_models/en_de/1 --text "A dog runs." \\
+      --target "Ein Hund rennt." --kind cross --heads 1,2 --out figs
+"""
+import argparse
+import logging
+import sys
+
+from transformer_tf import console
+
+
+def heads_list(text: str):
+    """'all' -> None; '1,3' -> (1, 3)."""
+    if text == "all":
+        return None
+    try:
+        heads = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'all' or head numbers like 1,3, got {text!r}")
+    return heads
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="SavedModel directory written by scripts/export.py")
+    source.add_argument("--model-dir", help="training run directory")
+    parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
+    parser.add_argument("--text", required=True, help="the source sentence")
+    parser.add_argument("--target", help="the target sentence (default: the model's own "
+                                         "beam-search translation)")
+    parser.add_argument("--kind", choices=("encoder", "decoder", "cross"), default="encoder",
+                        help="which attention (default: encoder)")
+    parser.add_argument("--layer", type=int, help="layer, from 1 (default: the last)")
+    parser.add_argument("--heads", type=heads_list, default=None,
+                        help="'all' (default) or head numbers from 1, e.g. 1,3")
+    parser.add_argument("--word", help="lines figure: only the lines from this query word "
+                                       "(its first occurrence; default: all words)")
+    parser.add_argument("--pieces", action="store_true",
+                        help="label BPE pieces instead of merging them into words")
+    parser.add_argument("--beam-size", type=int, help="search beam (default: the model's)")
+    parser.add_argument("--alpha", type=float, help="length penalty exponent")
+    parser.add_argument("--dpi", type=int, default=100, help="PNG pixels per inch")
+    parser.add_argument("--out", required=True, help="directory for the PNG files")
+    console.add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    with console.session(args.verbose):
+        return _run(args)
+
+
+def _run(args) -> int:
+    # Imported after parsing, so that --help answers without loading TensorFlow.
+    from transformer_tf.inference.attention import attention_figures, load_model
+    from transformer_tf.visualization.plots import check_matplotlib
+    from transformer_tf.visualization.words import pieces_to_text
+
+    try:
+        check_matplotlib()
+        model, tokenizer, decoding = load_model(args.model_dir, args.model, args.checkpoint,
+                                                args.beam_size, args.alpha)
+        maps, paths = attention_figures(
+            model, tokenizer, decoding, args.text, args.out, target=args.target,
+            kind=args.kind, layer=args.layer, heads=args.heads, word=args.word,
+            merge_words=not args.pieces, dpi=args.dpi)
+    except (FileNotFoundError, ValueError, ImportError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if maps.from_search:
+        print("translation:", pieces_to_text(maps.output_pieces))
+    for path in paths:
+        print(path)
+    return 0
