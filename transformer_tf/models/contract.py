@@ -17,8 +17,9 @@ A model is a `keras.Model` subclass of `Seq2SeqModel` that implements:
         step + 1. Only `per_beam` may change; the new state keeps its structure and shapes.
 
 and the properties `source_vocab_size`, `target_vocab_size`, `max_source_length`,
-`max_target_length` (largest sequence lengths, specials included), `model_width` (the
-width d whose d^-0.5 scales the paper's learning-rate schedule), plus `config` (a
+`max_target_length` (largest sequence lengths, specials included; defaults read the
+config's `vocab_size`, `resolved_target_vocab_size` and `max_position`), `model_width`
+(the width d whose d^-0.5 scales the paper's learning-rate schedule), plus `config` (a
 serialisable config dataclass) and the class attribute `family` (its name in run
 directories, see `transformer_tf.models.registry`).
 
@@ -87,21 +88,23 @@ class Seq2SeqModel(keras.Model):
     def decode_step(self, ids, step, state: DecoderState):
         raise NotImplementedError
 
+    # Sizes. The defaults read the config fields the built-in families share (vocab_size,
+    # resolved_target_vocab_size, max_position for both lengths); override them if yours differ.
     @property
     def source_vocab_size(self) -> int:
-        raise NotImplementedError
+        return self.config.vocab_size
 
     @property
     def target_vocab_size(self) -> int:
-        raise NotImplementedError
+        return self.config.resolved_target_vocab_size
 
     @property
     def max_source_length(self) -> int:
-        raise NotImplementedError
+        return self.config.max_position
 
     @property
     def max_target_length(self) -> int:
-        raise NotImplementedError
+        return self.config.max_position
 
     @property
     def model_width(self) -> int:

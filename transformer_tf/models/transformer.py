@@ -129,22 +129,7 @@ class Transformer(Seq2SeqModel):
         self.built = True
 
     # ------------------------------------------------------------------ contract sizes
-    @property
-    def source_vocab_size(self) -> int:
-        return self.config.vocab_size
-
-    @property
-    def target_vocab_size(self) -> int:
-        return self.config.resolved_target_vocab_size
-
-    @property
-    def max_source_length(self) -> int:
-        return self.config.max_position
-
-    @property
-    def max_target_length(self) -> int:
-        return self.config.max_position
-
+    # (vocabulary sizes and maximum lengths: Seq2SeqModel's defaults, from the config)
     @property
     def model_width(self) -> int:
         return self.config.d_model
