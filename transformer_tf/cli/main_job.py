@@ -8,7 +8,8 @@ where everything went. Running it again resumes (a finished run is not retrained
 the budget grows: --train-minutes bounds this invocation's training time).
 
 Examples:
-  python scripts/main_job.py                                # ~20 min training, En->De
+  python scripts/main_job.py                                # 60 min training, En->De
+  python scripts/main_job.py --model convs2s                # the same with ConvS2S
   python scripts/main_job.py --tgt fr --train-minutes 120   # En->Fr, two hours
   python scripts/main_job.py --epochs 30 --train-minutes 0  # an epoch budget instead
 """
@@ -16,7 +17,7 @@ import argparse
 import logging
 
 from transformer_tf import console
-from transformer_tf.config import DEFAULT_PRESETS, PRESET_NAMES
+from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
 
 
 def main(argv=None):
@@ -32,11 +33,7 @@ def main(argv=None):
                                            "$TRANSFORMER_TF_DATA, else download)")
     parser.add_argument("--work-dir", help="where data/, model/ and results go "
                                            "(default runs/<dataset>_<src>_<tgt>)")
-    parser.add_argument("--model", choices=sorted(DEFAULT_PRESETS),
-                        help="model family; alone, it picks the family's Multi30k preset "
-                             "(convs2s: convs2s_multi30k)")
-    parser.add_argument("--preset", choices=PRESET_NAMES,
-                        help="model preset (default multi30k)")
+    add_model_flags(parser)
     parser.add_argument("--train-minutes", type=float, default=60.0,
                         help="training time budget of this invocation in minutes "
                              "(default 60; 0 = no time limit, then give --epochs/--max-steps)")
@@ -60,10 +57,6 @@ def main(argv=None):
     parser.add_argument("--export-version", type=int, default=1, help="version (default 1)")
     parser.add_argument("--saved-models-dir", default="saved_models",
                         help="root of exported models (default saved_models)")
-    parser.add_argument("--model-option", action="append", metavar="FIELD=VALUE",
-                        help="override a ModelConfig field (repeatable)")
-    parser.add_argument("--training-option", action="append", metavar="FIELD=VALUE",
-                        help="override a TrainingConfig field (repeatable)")
     parser.add_argument("--validation-sentences", type=int, default=200,
                         help="dev sentences for validation BLEU during training (default 200)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -76,18 +69,10 @@ def main(argv=None):
 
 def _run(parser, args) -> int:
 
-    from transformer_tf.config import (
-        ConfigError, TrainingConfig, choose_preset, get_preset, parse_overrides)
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.recipe import RecipeOptions, format_summary, run_recipe
 
-    try:
-        args.preset = choose_preset(args.model, args.preset)
-        overrides = (parse_overrides(args.model_option, type(get_preset(args.preset).model),
-                                     "--model-option"),
-                     parse_overrides(args.training_option, TrainingConfig, "--training-option"))
-    except ConfigError as error:
-        parser.error(str(error))
+    args.preset, model_overrides, training_overrides = resolve_model_flags(parser, args)
     minutes = args.train_minutes if args.train_minutes and args.train_minutes > 0 else None
     if minutes is None and args.epochs is None and args.max_steps is None:
         parser.error("--train-minutes 0 needs --epochs or --max-steps")
@@ -99,7 +84,7 @@ def _run(parser, args) -> int:
         beam_size=args.beam_size, alpha=args.alpha, test_limit=args.test_limit,
         export_name=args.export_name, export_version=args.export_version,
         saved_models_dir=args.saved_models_dir,
-        model_overrides=overrides[0], training_overrides=overrides[1],
+        model_overrides=model_overrides, training_overrides=training_overrides,
         validation_sentences=args.validation_sentences, precision=args.precision,
         verbose=0 if args.quiet else 1)
     summary = run_recipe(options)

@@ -14,9 +14,8 @@ import logging
 import sys
 
 from transformer_tf import console
-from transformer_tf.config import (
-    DEFAULT_PRESETS, PRESET_NAMES, ConfigError, TrainingConfig, choose_preset, get_preset,
-    parse_overrides)
+from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
+from transformer_tf.config import get_preset
 
 
 def main(argv=None):
@@ -24,11 +23,7 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True,
                         help="prepared data directory (written by scripts/prepare_data.py)")
-    parser.add_argument("--model", choices=sorted(DEFAULT_PRESETS),
-                        help="model family; alone, it picks the family's Multi30k preset")
-    parser.add_argument("--preset", choices=PRESET_NAMES,
-                        help="model and training preset (default: multi30k, or "
-                             "convs2s_multi30k with --model convs2s)")
+    add_model_flags(parser)
     parser.add_argument("--model-dir", required=True,
                         help="where checkpoints, TensorBoard logs and run_config.json go; "
                              "an existing run there is resumed")
@@ -66,10 +61,6 @@ def main(argv=None):
                              "(split across replicas); default from the preset")
     parser.add_argument("--warmup-steps", type=int, help="learning-rate warm-up (preset default)")
     parser.add_argument("--seed", type=int, help="seed for weights, dropout and data order")
-    parser.add_argument("--model-option", action="append", metavar="FIELD=VALUE",
-                        help="override a ModelConfig field, e.g. d_model=256 (repeatable)")
-    parser.add_argument("--training-option", action="append", metavar="FIELD=VALUE",
-                        help="override a TrainingConfig field, e.g. clip_norm=1.0 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
@@ -87,14 +78,7 @@ def _run(parser, args) -> int:
     from transformer_tf.training.fit import TrainOptions, TrainingDiverged, train
     from transformer_tf.training.run_lock import RunLockedError
 
-    try:
-        args.preset = choose_preset(args.model, args.preset)
-        training_overrides = parse_overrides(args.training_option, TrainingConfig,
-                                             "--training-option")
-        model_overrides = parse_overrides(args.model_option, type(get_preset(args.preset).model),
-                                          "--model-option")
-    except ConfigError as error:
-        parser.error(str(error))
+    args.preset, model_overrides, training_overrides = resolve_model_flags(parser, args)
     if (args.max_steps is None and args.epochs is None and args.max_minutes is None
             and get_preset(args.preset).training.train_steps is None):
         parser.error("give --max-steps, --epochs or --max-minutes (this preset has no step "

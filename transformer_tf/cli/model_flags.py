@@ -1,0 +1,37 @@
+"""The flags that choose and adjust a model, shared by the commands that train one
+(train, main_job): --model, --preset, --model-option, --training-option."""
+from __future__ import annotations
+
+import argparse
+
+from transformer_tf.config import (
+    DEFAULT_PRESETS, PRESET_NAMES, ConfigError, TrainingConfig, choose_preset, get_preset,
+    parse_overrides)
+
+
+def add_model_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", choices=sorted(DEFAULT_PRESETS),
+                        help="model family; alone, it picks the family's Multi30k preset "
+                             "(transformer: multi30k, convs2s: convs2s_multi30k)")
+    parser.add_argument("--preset", choices=PRESET_NAMES,
+                        help="model and training preset (default: multi30k, or the "
+                             "--model family's)")
+    parser.add_argument("--model-option", action="append", metavar="FIELD=VALUE",
+                        help="override a field of the preset's model config, e.g. "
+                             "d_model=256 (repeatable)")
+    parser.add_argument("--training-option", action="append", metavar="FIELD=VALUE",
+                        help="override a TrainingConfig field, e.g. clip_norm=1.0 (repeatable)")
+
+
+def resolve_model_flags(parser: argparse.ArgumentParser, args) -> tuple[str, dict, dict]:
+    """(preset name, model overrides, training overrides) of `add_model_flags`' flags;
+    a bad value ends the command through `parser.error` (exit 2, naming the flag)."""
+    try:
+        preset = choose_preset(args.model, args.preset)
+        model_overrides = parse_overrides(args.model_option, type(get_preset(preset).model),
+                                          "--model-option")
+        training_overrides = parse_overrides(args.training_option, TrainingConfig,
+                                             "--training-option")
+    except ConfigError as error:
+        parser.error(str(error))
+    return preset, model_overrides, training_overrides
