@@ -420,6 +420,9 @@ class Preset:
     family: str = "transformer"
 
 
+_PARSING_DECODING = DecodingConfig(beam_size=21, alpha=0.3, max_extra_length=300)
+
+
 def _presets() -> dict[str, Preset]:
     base = ModelConfig(num_layers=6, d_model=512, d_ff=2048, num_heads=8, dropout=0.1)
     big = base.replace(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3)
@@ -450,6 +453,23 @@ def _presets() -> dict[str, Preset]:
         "big_en_fr": Preset(
             model=big.replace(dropout=0.1),
             training=TrainingConfig(average_last=20, train_steps=300_000),
+        ),
+        # English constituency parsing (section 6.3): words -> linearised tree. The paper's
+        # 4 layers with d_model 1024 on the WSJ (40k sentences), and a CPU-sized variant for
+        # the 3.5k-sentence sample; decoding: beam 21, alpha 0.3, output up to input + 300.
+        "parsing": Preset(
+            model=base.replace(num_layers=4, d_model=1024, d_ff=4096, num_heads=16,
+                               dropout=0.3, max_position=1024),
+            training=TrainingConfig(max_length=512, average_last=5),
+            decoding=_PARSING_DECODING,
+        ),
+        "parsing_cpu": Preset(
+            model=ModelConfig(vocab_size=4000, num_layers=3, d_model=256, d_ff=1024,
+                              num_heads=4, dropout=0.2, max_position=640),
+            training=TrainingConfig(warmup_steps=400, tokens_per_batch=2048, max_length=256,
+                                    checkpoint_every_minutes=5.0, keep_checkpoints=10,
+                                    average_last=5),
+            decoding=_PARSING_DECODING,
         ),
         **_convs2s_presets(),
     }
@@ -499,7 +519,7 @@ def _convs2s_presets() -> dict[str, Preset]:
 
 
 PRESET_NAMES = ("tiny", "multi30k", "base", "big", "big_en_fr", "convs2s_tiny", "convs2s_multi30k",
-                "convs2s_wmt_en_de", "convs2s_wmt_en_fr")
+                "convs2s_wmt_en_de", "convs2s_wmt_en_fr", "parsing", "parsing_cpu")
 
 
 _REGISTERED_PRESETS: dict[str, Preset] = {}

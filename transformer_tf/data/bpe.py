@@ -63,6 +63,9 @@ class BpeOptions:
         both languages) train the model; 0 uses them all. Large corpora (WMT) need a cap.
       seed: seed of that sample.
       num_threads: sentencepiece trainer threads.
+      user_defined_symbols: pieces always kept whole, each one id (e.g. the bracket tokens
+        of linearised parse trees, written with sentencepiece's word-start mark U+2581 so
+        that " (NP" is one piece); empty for translation.
     """
 
     vocab_size: int = 8000
@@ -72,6 +75,7 @@ class BpeOptions:
     max_training_sentences: int = 2_000_000
     seed: int = 1234
     num_threads: int = 2
+    user_defined_symbols: tuple = ()
 
     def __post_init__(self):
         if self.normalization not in NORMALIZATIONS:
@@ -164,6 +168,8 @@ def train_bpe(sentences: Iterable[str], options: BpeOptions = BpeOptions()) -> b
         input_sentence_size=0,
         shuffle_input_sentence=False,
         minloglevel=2,
+        **({"user_defined_symbols": list(options.user_defined_symbols)}
+           if options.user_defined_symbols else {}),
     )
     return model.getvalue()
 

@@ -193,6 +193,7 @@ def prepare_corpus(
             "character_coverage": bpe_options.character_coverage,
             "max_training_sentences": bpe_options.max_training_sentences,
             "seed": bpe_options.seed,
+            "user_defined_symbols": list(bpe_options.user_defined_symbols),
             "sha256": sha256_of_raw_file(model_path),
         },
         "splits": {

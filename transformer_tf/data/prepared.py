@@ -22,13 +22,18 @@ Layout of a prepared directory (all paths in the JSON are relative to it):
       "bpe": {"model": "bpe.model", "vocab": "bpe.vocab", "model_type": "bpe",
               "normalization": "identity", "remove_extra_whitespaces": true,
               "byte_fallback": true, "character_coverage": 0.9999,
-              "max_training_sentences": 2000000, "seed": 1234, "sha256": "..."},
+              "max_training_sentences": 2000000, "seed": 1234,
+              "user_defined_symbols": [], "sha256": "..."},
       "splits": {"train": {"source": "train.en", "target": "train.de", "examples": 29000,
                            "sha256": "..."}, "valid": {...}, "test": {...}},
       "filtering": {"max_length": 256, "dropped_empty": 0, "dropped_too_long": 0},
       "corpus_sha256": "...",            # of the input files (decompressed), in split order
       "inputs": {"train": {"source": "/abs/train.en.gz", "target": "..."}, ...}
     }
+
+A treebank prepared for parsing (`transformer_tf.data.treebank_data`) has the same layout
+with target language "tree" (linearised trees), plus `{split}.gold` (the gold trees) and a
+"treebank" entry in `prepared.json` (split rule, files, labels, gold file names).
 
 A reader accepts only `format_version == FORMAT_VERSION` and the project's special ids
 (`SPECIAL_IDS`, from `transformer_tf.config`).

@@ -19,6 +19,10 @@ and the client tokenizes with `assets.extra/bpe.model` (sentencepiece). `assets.
 also records the family, model and decoding configuration (`variant`: "text" or "ids"),
 read back by transformer_tf.inference.loading.
 
+A parsing model is exported as a `Parser` (transformer_tf.inference.parser) by
+`export_parser`: serving_default (`parse`) takes sentences and returns bracketed trees,
+`translate` the raw linearised output, `translate_ids` the ids.
+
 The export is written to a temporary sibling directory and renamed into place, so a
 server watching `saved_models/<name>/` never sees a half-written version; with overwrite,
 the old version is renamed aside first and deleted only once the new one is in place, so a
@@ -33,6 +37,7 @@ import shutil
 import tensorflow as tf
 
 from transformer_tf.inference.loading import BPE_MODEL, EXPORT_INFO, EXTRA_DIR, load_trained
+from transformer_tf.inference.parser import Parser
 from transformer_tf.inference.translator import Translator
 
 
@@ -40,12 +45,24 @@ def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
                        info: dict | None = None, ids_only: bool = False) -> pathlib.Path:
     """Write `translator` as a SavedModel at `out_dir` (atomically); returns the path.
     `ids_only`: the core-ops variant (ids signatures only, no tokenizer in the graph)."""
+    return _export(translator, out_dir, overwrite, info, ids_only, parser=None)
+
+
+def export_parser(parser: Parser, out_dir, overwrite: bool = False,
+                  info: dict | None = None) -> pathlib.Path:
+    """Write a parsing model's `Parser` as a SavedModel at `out_dir` (atomically)."""
+    return _export(parser.translator, out_dir, overwrite, {"task": "parsing", **(info or {})},
+                   ids_only=False, parser=parser)
+
+
+def _export(translator: Translator, out_dir, overwrite: bool, info: dict | None,
+            ids_only: bool, parser: Parser | None) -> pathlib.Path:
     out_dir = pathlib.Path(out_dir)
     check_out_dir(out_dir, overwrite)
     tmp = out_dir.parent / f".{out_dir.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        _write(translator, tmp, info, ids_only)
+        _write(translator, tmp, info, ids_only, parser)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -78,8 +95,12 @@ def check_out_dir(out_dir, overwrite: bool) -> None:
 
 
 def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
-           ids_only: bool) -> None:
-    if ids_only:
+           ids_only: bool, parser: Parser | None = None) -> None:
+    if parser is not None:
+        module = parser
+        signatures = {"serving_default": parser.parse, "translate": translator.translate,
+                      "translate_ids": translator.translate_ids}
+    elif ids_only:
         module = translator.ids_only()
         signatures = {"serving_default": module.translate_ids,
                       "translate_ids": module.translate_ids}
@@ -102,13 +123,16 @@ def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
 
 
 def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
-                     ids_only: bool = False, **decoding_overrides) -> pathlib.Path:
+                     ids_only: bool = False, parser: bool = False,
+                     **decoding_overrides) -> pathlib.Path:
     """Export a training run (averaged checkpoint if present) with its decoding settings,
     where `decoding_overrides` (beam_size=, alpha=, max_extra_length=; None = keep) do
-    not replace them; `ids_only`: the core-ops variant."""
+    not replace them; `ids_only`: the core-ops variant; `parser`: a parsing model, exported
+    as a Parser."""
     check_out_dir(out_dir, overwrite)  # before the minutes of loading and tracing
     model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
     translator = Translator(model, tokenizer, run.decoding)
-    return export_saved_model(translator, out_dir, overwrite,
-                              info={"checkpoint": str(path), "preset": run.preset},
-                              ids_only=ids_only)
+    info = {"checkpoint": str(path), "preset": run.preset}
+    if parser:
+        return export_parser(Parser(translator), out_dir, overwrite, info=info)
+    return export_saved_model(translator, out_dir, overwrite, info=info, ids_only=ids_only)

@@ -1,0 +1,195 @@
+"""The parsing job (paper section 6.3) end to end, what scripts/parse_job.py runs:
+
+1. prepare the treebank (`data.treebank_data.prepare_treebank`) into WORK/data;
+2. train the preset with `model.fit` within a time budget (WORK/model; TensorBoard logs in
+   WORK/model/logs), resuming a run already there;
+3. average up to `average_last` checkpoints from the final part of training and keep the
+   average only if its dev F1 (greedy decoding, cheap) is at least the latest
+   checkpoint's;
+4. parse dev and test with the chosen checkpoint and the task's search (beam 21, alpha
+   0.3, output up to input + 300 unless overridden), read the outputs back with repairs
+   counted, and score them with EVALB's COLLINS.prm rules;
+5. export a SavedModel whose serving_default parses sentences into trees;
+6. parse a few example sentences through it.
+Everything is summarised in WORK/summary.json.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import pathlib
+import time
+
+import tensorflow as tf
+
+from transformer_tf.data.prepared import METADATA_FILE, load_prepared
+from transformer_tf.data.treebank_data import gold_path, prepare_treebank
+from transformer_tf.evaluation.evalb import evalb
+from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.export.saved_model import export_model_dir
+from transformer_tf.inference.batch import load_translator
+from transformer_tf.inference.parser import parse_lines
+from transformer_tf.training import checkpoints
+from transformer_tf.training.fit import TrainOptions, train
+from transformer_tf.training.model_dir import read_run_config
+
+logger = logging.getLogger(__name__)
+
+EXAMPLE_SENTENCES = [
+    "The Transformer parses sentences without recurrence .",
+    "Ms. Haag plays Elianti .",
+    "Investors sold shares of the company after it reported lower profits .",
+]
+
+
+@dataclasses.dataclass
+class ParseJobOptions:
+    treebank_dir: str
+    work_dir: str = "runs/ptb_parsing"
+    preset: str = "parsing_cpu"
+    vocab_size: int = 4000
+    train_minutes: float | None = 45.0
+    max_steps: int | None = None
+    epochs: float | None = None
+    eval_every: int = 200
+    model_overrides: dict = dataclasses.field(default_factory=dict)
+    training_overrides: dict = dataclasses.field(default_factory=dict)
+    average_last: int | None = None
+    beam_size: int | None = None  # None: the preset's (parsing: 21)
+    alpha: float | None = None  # parsing: 0.3
+    max_extra_length: int | None = None  # parsing: 300
+    batch_size: int = 32
+    saved_model_dir: str | None = None  # default WORK/saved_model/1
+    precision: str = "auto"
+    verbose: int = 1
+
+
+def _step(message: str) -> None:
+    print(f"\n==> {message}", flush=True)
+
+
+def parse_and_score(model_dir, checkpoint, prepared, split: str, out_path, batch_size: int,
+                    progress: bool, **search) -> dict:
+    """Parse `split` of `prepared` with `checkpoint`, write the trees to `out_path` and
+    return {"evalb": ..., "repairs": ..., "seconds": ...}."""
+    started = time.monotonic()
+    translator = load_translator(model_dir=str(model_dir), checkpoint=checkpoint, **search)
+    sentences = read_lines(prepared.files(split).source)
+    trees, _, _, repairs = parse_lines(translator, sentences, batch_size, progress)
+    pathlib.Path(out_path).write_text("".join(t + "\n" for t in trees), encoding="utf-8")
+    report = evalb(read_lines(gold_path(prepared, split)), trees)
+    return {"evalb": report.as_dict(), "repairs": repairs.as_dict(),
+            "seconds": round(time.monotonic() - started, 1), "trees": str(out_path),
+            "report_text": report.format_text()}
+
+
+def run_parse_job(options: ParseJobOptions) -> dict:
+    started = time.monotonic()
+    stage_seconds: dict = {}
+    clock = [time.monotonic()]
+
+    def stage_done(name: str) -> None:
+        now = time.monotonic()
+        stage_seconds[name] = round(now - clock[0], 1)
+        clock[0] = now
+
+    work = pathlib.Path(options.work_dir)
+    data_dir, model_dir = work / "data", work / "model"
+    progress = options.verbose > 0
+
+    _step(f"1/6 prepare the treebank {options.treebank_dir} -> {data_dir}")
+    if (data_dir / METADATA_FILE).exists():
+        prepared = load_prepared(data_dir)
+        print(f"already prepared: {data_dir}")
+    else:
+        prepared = prepare_treebank(options.treebank_dir, data_dir, options.vocab_size)
+    info = prepared.metadata["treebank"]
+    print(f"split {info['split_rule']}; sentences {info['sentences']}")
+    stage_done("prepare")
+
+    _step(f"2/6 train preset {options.preset!r} -> {model_dir} "
+          f"(TensorBoard: tensorboard --logdir {model_dir / 'logs'})")
+    result = train(TrainOptions(
+        data_dir=str(data_dir), model_dir=str(model_dir), preset=options.preset,
+        model_overrides=options.model_overrides,
+        training_overrides=options.training_overrides, max_steps=options.max_steps,
+        epochs=options.epochs, max_minutes=options.train_minutes,
+        eval_every=options.eval_every, validation_sentences=0,
+        precision=options.precision, verbose=options.verbose))
+    print(f"trained to step {result.step} in {result.seconds / 60:.1f} min "
+          f"(stopped by {result.stopped_by})")
+    run = read_run_config(model_dir)
+    search = dict(beam_size=options.beam_size, alpha=options.alpha,
+                  max_extra_length=options.max_extra_length)
+    decoding = run.decoding.with_overrides(**search)
+    stage_done("train")
+
+    average_last = options.average_last or run.training.average_last
+    _step(f"3/6 average up to {average_last} checkpoints from the final "
+          f"{checkpoints.TAIL_FRACTION:.0%} of training; keep the average only if its dev "
+          "F1 (greedy) is at least the latest checkpoint's")
+    available = checkpoints.list_checkpoints(model_dir)
+    candidates = {"latest": available[-1]}
+    averaged_sources: list = []
+    if len(checkpoints.tail_checkpoints(available, average_last)) >= 2:
+        averaged = checkpoints.average_run(model_dir, average_last, allow_fewer=True,
+                                           tail_only=True)
+        candidates["averaged"] = averaged.path
+        averaged_sources = list(averaged.sources)
+    dev_greedy = {}
+    for name, path in candidates.items():
+        scored = parse_and_score(model_dir, path, prepared, "valid",
+                                 work / f"valid.greedy.{name}.trees", options.batch_size,
+                                 progress, **{**search, "beam_size": 1})
+        dev_greedy[name] = scored["evalb"]["all"]["f1"]
+        print(f"  {name} ({pathlib.Path(path).name}): dev F1 greedy {dev_greedy[name]:.2f}")
+    chosen = ("averaged" if "averaged" in dev_greedy
+              and dev_greedy["averaged"] >= dev_greedy["latest"] else "latest")
+    checkpoint = candidates[chosen]
+    print(f"chosen: {chosen} ({pathlib.Path(checkpoint).name})")
+    stage_done("average_and_select")
+
+    _step(f"4/6 parse dev and test (beam {decoding.beam_size}, alpha {decoding.alpha}, "
+          f"max length input + {decoding.max_extra_length}) and score with EVALB's rules")
+    results = {}
+    for split in ("valid", "test"):
+        results[split] = parse_and_score(model_dir, checkpoint, prepared, split,
+                                         work / f"{split}.trees", options.batch_size,
+                                         progress, **search)
+        repairs = results[split]["repairs"]
+        print(f"{split}: {results[split].pop('report_text')}\nrepairs: {repairs['total']} in "
+              f"{repairs['repaired_sentences']} sentences {repairs}")
+    stage_done("parse_and_score")
+
+    export_dir = pathlib.Path(options.saved_model_dir or work / "saved_model" / "1")
+    _step(f"5/6 export the SavedModel -> {export_dir}")
+    export_model_dir(model_dir, export_dir, checkpoint=checkpoint, overwrite=True,
+                     parser=True, **search)
+    stage_done("export")
+
+    _step("6/6 parse example sentences through the exported serving_default signature")
+    loaded = tf.saved_model.load(str(export_dir))
+    outputs = loaded.signatures["serving_default"](text=tf.constant(EXAMPLE_SENTENCES))
+    examples = [(s, t.decode("utf-8")) for s, t in zip(EXAMPLE_SENTENCES,
+                                                         outputs["tree"].numpy())]
+    for sentence, tree in examples:
+        print(f"  {sentence}\n  -> {tree}")
+    stage_done("serve_examples")
+
+    summary = {
+        "treebank": info["directory"], "split_rule": info["split_rule"],
+        "sentences": info["sentences"], "preset": options.preset,
+        "model_config": run.model.get_config(), "training_config": run.training.get_config(),
+        "decoding": decoding.get_config(), "train_steps": result.step,
+        "resumed_from_step": result.start_step,
+        "train_seconds_this_invocation": round(result.seconds, 1),
+        "stopped_by": result.stopped_by, "precision": result.precision,
+        "averaged_checkpoints": averaged_sources, "dev_f1_greedy": dev_greedy,
+        "chosen": chosen, "chosen_checkpoint": checkpoint,
+        "dev": results["valid"], "test": results["test"],
+        "saved_model": str(export_dir), "examples": examples,
+        "stage_seconds": stage_seconds, "total_seconds": round(time.monotonic() - started, 1),
+    }
+    (work / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    return summary
