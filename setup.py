@@ -1,5 +1,5 @@
-"""Install transformer_tf: `pip install -e .` (add `[test]`, `[bench]` or `[viz]` for the
-extras).
+"""Install transformer_tf: `pip install -e .` (add `[test]`, `[bench]`, `[viz]` or `[parsing]`
+for the extras).
 
 Installs the commands transformer-tf-prepare, -train, -average, -export, -translate,
 -evaluate, -main, -variations and -attention (transformer_tf/cli; scripts/*.py run the same code).
@@ -35,6 +35,8 @@ COMMANDS = {
 TEST = ["pytest>=8", "pytest-timeout", "numpy"]
 BENCH = ["torch==2.13.0", "ctranslate2==4.8.*", "transformers==5.23.*"]
 VIZ = ["matplotlib>=3.8,<4"]  # attention figures (scripts/attention.py, TensorBoard images)
+# An independent bracket scorer that tests/evaluation/test_evalb.py compares with.
+PARSING = ["PYEVALB==0.1.*"]
 
 setup(
     name="transformer_tf",
@@ -44,7 +46,8 @@ setup(
     packages=find_packages(include=["transformer_tf", "transformer_tf.*"]),
     install_requires=CORE,
     # The tests draw figures too.
-    extras_require={"test": TEST + VIZ, "bench": BENCH, "viz": VIZ},
+    extras_require={"test": TEST + VIZ, "bench": BENCH, "viz": VIZ,
+                    "parsing": PARSING},
     entry_points={"console_scripts": [
         f"{command} = transformer_tf.cli.{module}:main" for command, module in COMMANDS.items()]},
 )

@@ -12,7 +12,7 @@ import pytest
 
 RANKS = {"config": 0, "console": 0, "layers": 1, "data": 1, "decoding": 1, "evaluation": 1,
          "models": 2, "visualization": 2, "training": 3, "inference": 4, "export": 5,
-         "recipe": 6, "variations": 6, "cli": 7}
+         "recipe": 6, "variations": 6, "recipe_parsing": 6, "cli": 7}
 
 IMPORT_ALL = r"""
 import importlib, json, pkgutil, sys

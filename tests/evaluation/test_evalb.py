@@ -8,17 +8,13 @@ from transformer_tf.evaluation.evalb import COLLINS, EvalbParams, evalb, score_s
 
 
 @pytest.fixture(scope="module")
-def treebank_trees():
+def treebank_trees(shared_data_dir):
     """The cleaned trees of 20 files of the WSJ sample (skip without the shared data)."""
-    import os
-    import pathlib
-
     from transformer_tf.data.treebank import clean_trees, read_mrg_file
 
-    root = pathlib.Path(os.environ.get("TRANSFORMER_TF_DATA", "../shared/data"))
-    files = sorted((root / "ptb_wsj_sample").glob("wsj_01[0-1]?.mrg"))
+    files = sorted((shared_data_dir / "ptb_wsj_sample").glob("wsj_01[0-1]?.mrg"))
     if not files:
-        pytest.skip(f"the WSJ sample is not under {root}")
+        pytest.skip(f"the WSJ sample is not under {shared_data_dir}")
     return clean_trees([tree for path in files for tree in read_mrg_file(path)])
 
 
@@ -189,3 +185,21 @@ def _labelled_spans(tree):
 
     visit(tree, 0)
     return spans
+
+
+def test_evalb_script(tmp_path, capsys):
+    import pathlib
+    import runpy
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "evalb.py"
+    main = runpy.run_path(str(script))["main"]
+    gold, test = tmp_path / "gold", tmp_path / "test"
+    gold.write_text("(TOP (S (NP (NN it)) (VP (VBD rained)) (. .)))\n" * 2)
+    test.write_text("(TOP (S (NP (NN it)) (VP (VBD rained)) (. .)))\n"
+                    "(TOP (S (NP (NN it)) (VP (VBD rained)) (XX .)))\n")
+    assert main([str(gold), str(test)]) == 0
+    out = capsys.readouterr().out
+    assert "F1 100.00" in out and "error line 2: length unmatch (2|3)" in out
+    test.write_text("(TOP (S (NP (NN it)) (VP (VBD rained))))\n")
+    assert main([str(gold), str(test)]) == 2
+    assert "1 test trees" in capsys.readouterr().err
