@@ -16,7 +16,7 @@ WORDS = ["a", "b", ",", ".", "(", "''", "c"]
 def test_in_graph_reading_agrees_with_python_on_random_outputs():
     rng = random.Random(3)
     outputs, sentences = [], []
-    for _ in range(80):
+    for _ in range(40):
         outputs.append(" ".join(rng.choice(TOKENS) for _ in range(rng.randint(0, 14))))
         sentences.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 6))))
     outputs += ["(S (NP XX XX )NP (VP XX )VP XX )S"]
@@ -29,7 +29,7 @@ def test_in_graph_reading_agrees_with_python_on_random_outputs():
             output, sentence)
     assert trees[-1].numpy().decode() == (
         "(TOP (S (NP (XX the) (XX cat)) (VP (XX sat)) (. .)))")
-    assert np.sum(repairs.numpy()) > 80  # the random outputs did need repairs
+    assert np.sum(repairs.numpy()) > 40  # the random outputs did need repairs
 
 
 @pytest.fixture(scope="module")
@@ -53,51 +53,39 @@ def exported_parser(tmp_path_factory):
                                               max_position=64, d_model=16, d_ff=32)
     model = Transformer(config)
     model.build()
-    parser = Parser(Translator(model, tokenizer, DecodingConfig(beam_size=2, alpha=0.3,
+    # Greedy search keeps the exported graph (and its loading) small.
+    parser = Parser(Translator(model, tokenizer, DecodingConfig(beam_size=1, alpha=0.3,
                                                                 max_extra_length=8)))
     path = tmp_path_factory.mktemp("parser") / "1"
     export_parser(parser, path)
     return path
 
 
-def test_saved_model_returns_trees_with_the_words_in_place(exported_parser):
-    from transformer_tf.evaluation.evalb import score_sentence
-    from transformer_tf.inference.parser import parse_lines_saved_model
-
-    loaded = tf.saved_model.load(str(exported_parser))
-    sentences = ["the cat sat ( on ) the mat .", "", "dogs bark"]
-    out = loaded.signatures["serving_default"](text=tf.constant(sentences))
-    trees = [t.decode() for t in out["tree"].numpy()]
-    assert trees[1] == ""
-    for sentence, tree, linearised in zip(sentences, trees, out["linearised"].numpy()):
-        if not sentence:
-            continue
-        # whatever the model said, the tree reads back over exactly the input words
-        words = [{"(": "-LRB-", ")": "-RRB-"}.get(w, w) for w in sentence.split()]
-        assert tree == tree_from_output(linearised.decode(), sentence)[0]
-        assert score_sentence(tree.replace("(. .)", "(XX .)"),
-                              tree.replace("(. .)", "(XX .)")).status == "ok"
-        from transformer_tf.data.treebank import read_trees
-        assert read_trees(tree)[0].words() == words
-    assert out["repairs"].shape == (3, len(REPAIR_KINDS))
-    again, total = parse_lines_saved_model(exported_parser, sentences, batch_size=2)
-    assert again == trees and total.total == int(np.sum(out["repairs"].numpy()))
-
-
-def test_parse_script(exported_parser, monkeypatch, capsys):
+@pytest.mark.slow
+def test_saved_model_through_parse_script(exported_parser, monkeypatch, capsys):
+    """scripts/parse.py over the SavedModel's serving_default: whatever the (random) model
+    says, each tree reads back over exactly the input words (brackets escaped)."""
     import io
     import pathlib
     import runpy
 
+    from transformer_tf.data.treebank import read_trees
+
     script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "parse.py"
     main = runpy.run_path(str(script))["main"]
-    stdin = io.TextIOWrapper(io.BytesIO(b"dogs bark\n\nthe cat sat .\n"))
+    sentences = ["the cat sat ( on ) the mat .", "", "dogs bark"]
+    stdin = io.TextIOWrapper(io.BytesIO("".join(s + "\n" for s in sentences).encode()))
     monkeypatch.setattr("sys.stdin", stdin)
-    assert main(["--model", str(exported_parser), "--quiet"]) == 0
+    assert main(["--model", str(exported_parser), "--quiet", "--batch-size", "2"]) == 0
     captured = capsys.readouterr()
-    lines = captured.out.split("\n")
-    assert lines[1] == "" and len(lines) == 4  # three trees (one empty), newline-ended
-    assert lines[0].startswith("(TOP ") and "(XX dogs)" in lines[0] and "(. .)" in lines[2]
+    trees = captured.out.split("\n")
+    assert len(trees) == 4 and trees[1] == "" and trees[3] == ""
+    for sentence, tree in zip(sentences, trees):
+        if sentence:
+            words = [{"(": "-LRB-", ")": "-RRB-"}.get(w, w) for w in sentence.split()]
+            parsed = read_trees(tree)[0]
+            assert parsed.label == "TOP" and parsed.words() == words
+            assert dict(zip(parsed.words(), parsed.tags()))["."] == "."
     assert "repairs:" in captured.err
     assert main(["--model", str(exported_parser / "missing")]) == 2
     with pytest.raises(SystemExit):  # search settings belong to --model-dir
