@@ -2,7 +2,8 @@
 for the extras).
 
 Installs the commands transformer-tf-prepare, -train, -average, -export, -translate,
--evaluate, -main, -variations and -attention (transformer_tf/cli; scripts/*.py run the same code).
+-evaluate, -main, -variations, -attention, -parse-job, -parse and -evalb (transformer_tf/cli;
+scripts/*.py run the same code).
 """
 from setuptools import find_packages, setup
 
@@ -31,6 +32,9 @@ COMMANDS = {
     "transformer-tf-main": "main_job",
     "transformer-tf-variations": "variations",
     "transformer-tf-attention": "attention",  # needs the [viz] extra to draw
+    "transformer-tf-parse-job": "parse_job",
+    "transformer-tf-parse": "parse",
+    "transformer-tf-evalb": "evalb",
 }
 TEST = ["pytest>=8", "pytest-timeout", "numpy"]
 BENCH = ["torch==2.13.0", "ctranslate2==4.8.*", "transformers==5.23.*"]

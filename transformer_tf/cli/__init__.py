@@ -3,7 +3,7 @@
 setup.py installs them as console entry points (`transformer-tf-prepare` -> prepare_data,
 `-train` -> train, `-average` -> average_checkpoints, `-export` -> export, `-translate` ->
 translate, `-evaluate` -> evaluate, `-main` -> main_job, `-variations` -> variations,
-`-attention` -> attention);
+`-attention` -> attention, `-parse-job` -> parse_job, `-parse` -> parse, `-evalb` -> evalb);
 scripts/<module>.py are thin wrappers over the same functions. A command parses its
 arguments before importing TensorFlow (so --help answers at once) and runs inside
 `transformer_tf.console.session` (a quiet console unless --verbose).

@@ -1,0 +1,66 @@
+"""Parse stdin to stdout: one whitespace-tokenised sentence per line in, one bracketed tree
+(TOP root, XX as the tag of non-punctuation words) per line out; empty lines stay empty.
+
+From an exported parsing SavedModel (--model; its in-graph serving_default, with the
+search settings it was exported with) or a training run (--model-dir; averaged checkpoint
+if present, search settings overridable). Repairs of ill-formed model outputs are counted
+on stderr.
+
+Examples:
+  echo "Ms. Haag plays Elianti ." | python scripts/parse.py --model runs/ptb_parsing/saved_model/1
+  python scripts/parse.py --model-dir runs/ptb_parsing/model --beam-size 4 < sentences.txt
+"""
+import argparse
+import logging
+import sys
+
+from transformer_tf import console
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="parsing SavedModel directory")
+    source.add_argument("--model-dir", help="parsing training run directory")
+    parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
+    parser.add_argument("--beam-size", type=int, help="with --model-dir (default 21)")
+    parser.add_argument("--alpha", type=float, help="with --model-dir (default 0.3)")
+    parser.add_argument("--max-extra-length", type=int, help="with --model-dir (default 300)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    console.add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    with console.session(args.verbose):
+        return _run(parser, args)
+
+
+def _run(parser, args) -> int:
+    search = dict(beam_size=args.beam_size, alpha=args.alpha,
+                  max_extra_length=args.max_extra_length)
+    if args.model and any(v is not None for v in search.values()):
+        parser.error("search settings can be changed only with --model-dir")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+
+    from transformer_tf.data.textio import strip_newline
+    from transformer_tf.inference.parser import parse_lines, parse_lines_saved_model
+
+    lines = [strip_newline(raw).decode("utf-8", errors="replace") for raw in sys.stdin.buffer]
+    try:
+        if args.model:
+            trees, repairs = parse_lines_saved_model(args.model, lines, args.batch_size)
+        else:
+            from transformer_tf.inference.batch import load_translator
+            translator = load_translator(model_dir=args.model_dir, checkpoint=args.checkpoint,
+                                         **search)
+            trees, _, _, repairs = parse_lines(translator, lines, args.batch_size,
+                                               progress=not args.quiet)
+    except (FileNotFoundError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    sys.stdout.write("".join(tree + "\n" for tree in trees))
+    sys.stdout.flush()
+    print(f"repairs: {repairs.total} in {repairs.repaired_sentences} of {len(lines)} "
+          f"sentences {repairs.as_dict()}", file=sys.stderr)
+    return 0
+

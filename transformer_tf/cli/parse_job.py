@@ -1,0 +1,114 @@
+"""The parsing job (paper section 6.3): Penn Treebank WSJ trees end to end on this machine.
+
+Prepares the treebank (default: the sample in $TRANSFORMER_TF_DATA/ptb_wsj_sample; a full
+treebank directory of .mrg files gets the standard section split), trains the preset
+within a time budget, averages the final checkpoints (kept only if better on dev), parses
+dev and test with beam search (beam 21, alpha 0.3, output up to input + 300 by default),
+scores them with EVALB's COLLINS.prm rules, exports a SavedModel that parses sentences
+into trees, and parses a few examples through it. Running it again resumes training.
+
+Examples:
+  python scripts/parse_job.py --train-minutes 45
+  python scripts/parse_job.py --treebank /data/ptb/wsj --preset parsing --work-dir runs/wsj
+"""
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from transformer_tf import console
+from transformer_tf.config import PRESET_NAMES
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--treebank", help="directory of .mrg files (default "
+                                           "$TRANSFORMER_TF_DATA/ptb_wsj_sample)")
+    parser.add_argument("--work-dir", default="runs/ptb_parsing",
+                        help="where data/, model/, trees and summary.json go "
+                             "(default runs/ptb_parsing)")
+    parser.add_argument("--preset", choices=PRESET_NAMES, default="parsing_cpu",
+                        help="model preset (default parsing_cpu; parsing = the paper's size)")
+    parser.add_argument("--vocab-size", type=int, default=4000,
+                        help="shared BPE vocabulary (default 4000; paper 16k on the full WSJ)")
+    parser.add_argument("--train-minutes", type=float, default=45.0,
+                        help="training time budget of this invocation (default 45; 0 = none, "
+                             "then give --epochs or --max-steps)")
+    parser.add_argument("--epochs", type=float, help="train this many epochs in total")
+    parser.add_argument("--max-steps", type=int, help="train this many steps in total")
+    parser.add_argument("--eval-every", type=int, default=200,
+                        help="steps between dev loss evaluations (default 200)")
+    parser.add_argument("--average-last", type=int, help="checkpoints to average (preset's)")
+    parser.add_argument("--beam-size", type=int, help="beam size (default: preset's, 21)")
+    parser.add_argument("--alpha", type=float, help="length penalty (default: preset's, 0.3)")
+    parser.add_argument("--max-extra-length", type=int,
+                        help="output length limit = input + this (default: preset's, 300)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per decode batch")
+    parser.add_argument("--saved-model-dir", help="export here (default WORK/saved_model/1)")
+    parser.add_argument("--model-option", action="append", metavar="FIELD=VALUE",
+                        help="override a ModelConfig field (repeatable)")
+    parser.add_argument("--training-option", action="append", metavar="FIELD=VALUE",
+                        help="override a TrainingConfig field (repeatable)")
+    parser.add_argument("--precision", default="auto",
+                        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"))
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    console.add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    with console.session(args.verbose):
+        return _run(parser, args)
+
+
+def _run(parser, args) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("absl").setLevel(logging.WARNING)
+
+    from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig, parse_overrides
+    from transformer_tf.data.corpora import DATA_ENV_VAR
+
+    try:
+        model_overrides = parse_overrides(args.model_option, ModelConfig, "--model-option")
+        training_overrides = parse_overrides(args.training_option, TrainingConfig,
+                                             "--training-option")
+    except ConfigError as error:
+        parser.error(str(error))
+    treebank = args.treebank
+    if treebank is None:
+        root = os.environ.get(DATA_ENV_VAR)
+        if not root:
+            parser.error(f"give --treebank or set {DATA_ENV_VAR} (its ptb_wsj_sample/ is used)")
+        treebank = str(Path(root) / "ptb_wsj_sample")
+    minutes = args.train_minutes if args.train_minutes and args.train_minutes > 0 else None
+    if minutes is None and args.epochs is None and args.max_steps is None:
+        parser.error("--train-minutes 0 needs --epochs or --max-steps")
+
+    # Imported after parsing, so that --help answers without loading TensorFlow.
+    from transformer_tf.data.treebank import TreebankError
+    from transformer_tf.recipe_parsing import ParseJobOptions, run_parse_job
+
+    options = ParseJobOptions(
+        treebank_dir=treebank, work_dir=args.work_dir, preset=args.preset,
+        vocab_size=args.vocab_size, train_minutes=minutes, max_steps=args.max_steps,
+        epochs=args.epochs, eval_every=args.eval_every, model_overrides=model_overrides,
+        training_overrides=training_overrides, average_last=args.average_last,
+        beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
+        batch_size=args.batch_size, saved_model_dir=args.saved_model_dir,
+        precision=args.precision, verbose=0 if args.quiet else 1)
+    try:
+        summary = run_parse_job(options)
+    except TreebankError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    brief = {split: {key: summary[split]["evalb"]["all"][key]
+                     for key in ("f1", "recall", "precision", "complete_match",
+                                 "error_sentences")}
+             | {"repairs": summary[split]["repairs"]["total"]}
+             for split in ("dev", "test")}
+    print("\n==> summary (also in " + str(Path(args.work_dir) / "summary.json") + ")")
+    print(json.dumps({"train_steps": summary["train_steps"],
+                      "train_minutes": round(summary["train_seconds_this_invocation"] / 60, 1),
+                      "chosen": summary["chosen"], **brief}, indent=2))
+    return 0
+
