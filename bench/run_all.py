@@ -3,6 +3,7 @@
 
     python bench/run_all.py [--quick] [--json] [--out FILE] [--only train,decode,...]
                             [--shapes base,multi30k] [--rounds N] [--without torch,...]
+                            [--model-dir MDIR] [--serving-sentences 1000]
 
 Every workload runs in its own subprocess (bench/workers/*.py) with 2 threads, one
 after the other, so thread settings, imports and memory peaks never mix. The result is
@@ -21,8 +22,10 @@ A peer that is not installed, or whose worker fails, is reported as null with th
 the suite never stops on one failing workload.
 
 --quick (about 5 minutes on this 2-core machine): one timed step at the base shape, a few
-capped calls elsewhere, no XLA decoding. The full run times more repeats and also decodes
-with XLA. --rounds N runs the whole sequence N times, interleaved, and keeps each figure's
+capped calls elsewhere, no XLA decoding, no serving section (unless --only names it).
+The full run times more repeats and also decodes with XLA. The serving section needs a
+trained Transformer run (--model-dir, default runs/multi30k_en_de/model; skipped with the
+reason when there is none: it trains nothing). --rounds N runs the whole sequence N times, interleaved, and keeps each figure's
 best round ("all_rounds" in details shows the spread): on a shared machine that gives ours
 and the peers the same chances of a quiet moment.
 """
@@ -34,6 +37,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -44,11 +48,15 @@ WORKERS = BENCH / "workers"
 sys.path.insert(0, str(BENCH))
 import common  # noqa: E402
 
-SECTIONS = ("matmul", "train", "decode", "pipeline", "families", "layers")
+SECTIONS = ("matmul", "train", "decode", "pipeline", "families", "layers", "serving")
+# Sections that --quick leaves out unless --only names them (they take minutes).
+NOT_IN_QUICK = ("serving",)
+DEFAULT_SERVING_MODEL = common.ROOT / "runs" / "multi30k_en_de" / "model"
 
 # Targets of the performance issue (ratios in one run; memory has none).
 TARGETS = {"train_vs_torch": 1.2, "decode_vs_ctranslate2": 0.8, "decode_vs_hf": 1.5,
-           "pipeline_vs_training": 20.0, "train_fraction_of_peak": 0.7}
+           "pipeline_vs_training": 20.0, "train_fraction_of_peak": 0.7,
+           "serving_vs_ctranslate2_batch64": 1.0}
 
 PEER_MODULES = {"torch": ["torch"], "ctranslate2": ["ctranslate2", "transformers", "torch"],
                 "hf": ["transformers", "torch"]}
@@ -75,6 +83,7 @@ class Runner:
         self.without = set(without)
         self.workers: dict[str, dict] = {}
         self.results: dict[str, dict] = {}  # best result so far per worker (--rounds)
+        self.temporary: list[str] = []  # directories removed when the suite ends
 
     def run(self, name: str, script: str, args: list[str], needs=()) -> tuple[dict | None, str | None]:
         """(result, None) or (None, reason); with several rounds, the best result so far."""
@@ -158,7 +167,7 @@ def merge_results(a: dict, b: dict) -> dict:
     """
     if "runs" in a and "runs" in b:
         def key(run):
-            return (run["shape"], run["beam"], run.get("xla"))
+            return (run.get("shape"), run.get("beam"), run.get("xla"), run.get("batch"))
 
         merged = dict(b)
         by_key = {key(r): r for r in a["runs"]}
@@ -266,7 +275,8 @@ def _repeat_args(spec) -> list[str]:
     return args
 
 
-def run_suite(quick: bool, sections, shapes, without=(), rounds: int = 1) -> dict:
+def run_suite(quick: bool, sections, shapes, without=(), rounds: int = 1,
+              serving_model: str | None = None, serving_sentences: int = 1000) -> dict:
     """Runs every worker `rounds` times, interleaved (ours, peers, ours, peers, ...), and
     reports each figure's best round: ours and the peers then had the same chances to
     meet a quiet moment of the machine."""
@@ -276,14 +286,18 @@ def run_suite(quick: bool, sections, shapes, without=(), rounds: int = 1) -> dic
     for round_index in range(rounds):
         if rounds > 1:
             log(f"round {round_index + 1} of {rounds}")
-        report = _suite_pass(runner, quick, sections, shapes, without)
+        report = _suite_pass(runner, quick, sections, shapes, without, serving_model,
+                             serving_sentences)
+    for path in runner.temporary:
+        shutil.rmtree(path, ignore_errors=True)
     report["rounds"] = rounds
     report["machine"]["load_average_start"] = load_start
     report["seconds"] = round(time.perf_counter() - started, 1)
     return _round(report)
 
 
-def _suite_pass(runner, quick, sections, shapes, without) -> dict:
+def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
+                serving_sentences=1000) -> dict:
     settings = plan(quick)
     report: dict = {
         "suite": "transformer_tf bench/run_all.py",
@@ -461,9 +475,85 @@ def _suite_pass(runner, quick, sections, shapes, without) -> dict:
         result, error = runner.run("layer_scaling", "layer_scaling", [])
         report["layer_scaling"] = result if result is not None else {"error": error}
 
+    # ---------------------------------------------------------------- serving (real model)
+    if "serving" in sections:
+        _serving(runner, benchmarks, serving_model, serving_sentences)
+
     report["machine"]["load_average_end"] = common.load_average()
     report["workers"] = runner.workers
     return report
+
+
+def _test_2016_source() -> Path | None:
+    data = Path(os.environ.get("TRANSFORMER_TF_DATA", common.ROOT.parent / "shared" / "data"))
+    path = data / "multi30k" / "test_2016_flickr.en.gz"
+    return path if path.exists() else None
+
+
+def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
+    """A trained model served end to end, text in and text out, on real sentences: our
+    SavedModel's serving_default vs CTranslate2 on the converted checkpoint (beam 4, alpha
+    0.6, 2 threads each), batches of 1, 8 and 64 test 2016 sentences in file order. The
+    artefacts are written once per run (serving_prepare) into a temporary directory."""
+    import tempfile
+
+    model_dir = Path(model_dir) if model_dir else DEFAULT_SERVING_MODEL
+    source = _test_2016_source()
+    reason = None
+    if not (model_dir / "run_config.json").exists():
+        reason = (f"no trained model at {model_dir} (give --model-dir MDIR of a trained "
+                  "Transformer run; the benchmark does not train one)")
+    elif source is None:
+        reason = "Multi30k test 2016 not found (set TRANSFORMER_TF_DATA)"
+    else:
+        reason = missing_modules(["ctranslate2"])
+    if reason is not None:
+        log(f"serving: skipped, {reason}")
+        benchmarks["serving_multi30k_beam4"] = {"metric": "sentences_per_s", "ours": None,
+                                                "peer": None, "skipped": reason}
+        return
+    prepared = runner.results.get("serving_prepare")
+    if prepared is None:
+        out = tempfile.mkdtemp(prefix="transformer_tf_serving_")
+        runner.temporary.append(out)
+        prepared, error = runner.run("serving_prepare", "serving_prepare",
+                                     ["--model-dir", str(model_dir), "--out", out])
+        if prepared is None:
+            benchmarks["serving_multi30k_beam4"] = {"metric": "sentences_per_s", "ours": None,
+                                                    "peer": None, "skipped": error}
+            return
+    args = ["--source", str(source), "--sentences", str(sentences)]
+    ours, ours_error = runner.run("serving_savedmodel", "serving",
+                                  ["--engine", "savedmodel", "--model",
+                                   prepared["savedmodel"], *args])
+    peer, peer_error = runner.run("serving_ctranslate2", "serving",
+                                  ["--engine", "ctranslate2", "--model",
+                                   prepared["ctranslate2"], *args], needs=["ctranslate2"])
+
+    def run_of(result, batch):
+        return next((r for r in (result or {}).get("runs", []) if r["batch"] == batch), None)
+
+    for batch in (1, 8, 64):
+        mine, theirs = run_of(ours, batch), run_of(peer, batch)
+        entry = {
+            "metric": "sentences_per_s", "higher_is_better": True,
+            "ours": _get(mine, "sentences_per_s"), "peer": _get(theirs, "sentences_per_s"),
+            "peer_name": "CTranslate2 float32 on the converted checkpoint (+ sentencepiece)",
+            "ours_error": ours_error, "peer_missing": peer_error,
+            "ours_target_tokens_per_s": _get(mine, "target_tokens_per_s"),
+            "peer_target_tokens_per_s": _get(theirs, "target_tokens_per_s"),
+            "model_dir": str(model_dir), "checkpoint": prepared.get("checkpoint"),
+            "details": {"ours": mine, "peer": theirs,
+                        "ours_decoding": _get(ours, "decoding"),
+                        "peer_decoding": _get(peer, "decoding")},
+        }
+        if batch == 1:
+            for who, result in (("ours", mine), ("peer", theirs)):
+                for q in ("p50", "p99"):
+                    entry[f"{who}_latency_{q}_ms"] = _get(result, f"latency_{q}_ms")
+        if batch == 64:
+            entry["target_ratio"] = TARGETS["serving_vs_ctranslate2_batch64"]
+        benchmarks[f"serving_multi30k_beam4_batch{batch}"] = compare(entry)
 
 
 def _families(runner, settings, benchmarks, peak) -> None:
@@ -536,6 +626,8 @@ def print_table(report: dict) -> None:
               f"{_fmt(None if best_fraction is None else 100 * best_fraction):>6}")
         if e.get("peer_missing"):
             print(f"    peer missing: {e['peer_missing']}")
+        if e.get("skipped"):
+            print(f"    skipped: {e['skipped']}")
     failed = {k: v["error"] for k, v in report.get("workers", {}).items() if not v["ok"]}
     for name, error in failed.items():
         print(f"worker {name} failed: {error}")
@@ -551,24 +643,34 @@ def main(argv=None) -> int:
                         help="about 5 minutes: fewer repeats, no XLA decoding")
     parser.add_argument("--json", action="store_true", help="print the one JSON object")
     parser.add_argument("--out", default=None, help="also write the JSON object to this file")
-    parser.add_argument("--only", default=",".join(SECTIONS),
-                        help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument("--only", default=None,
+                        help=f"comma-separated subset of {','.join(SECTIONS)} (default: all; "
+                             f"with --quick all but {','.join(NOT_IN_QUICK)})")
     parser.add_argument("--without", default="",
                         help="comma-separated peer modules to treat as missing "
                              "(torch, ctranslate2, transformers)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run every worker this many times, interleaved, keep the best "
                              "(evens out a noisy machine; multiplies the time)")
+    parser.add_argument("--model-dir", default=None,
+                        help="trained Transformer run for the serving section (default: "
+                             "runs/multi30k_en_de/model; skipped if absent, nothing is trained)")
+    parser.add_argument("--serving-sentences", type=int, default=1000,
+                        help="test 2016 sentences the serving section translates")
     parser.add_argument("--shapes", default="base,multi30k",
                         help="model shapes (base, multi30k; tiny to develop the bench)")
     args = parser.parse_args(argv)
-    sections = [s for s in args.only.split(",") if s]
+    if args.only is None:
+        sections = [s for s in SECTIONS if not (args.quick and s in NOT_IN_QUICK)]
+    else:
+        sections = [s for s in args.only.split(",") if s]
     unknown = sorted(set(sections) - set(SECTIONS))
     shapes = [s for s in args.shapes.split(",") if s]
     if unknown or not set(shapes) <= set(common.SHAPES):
         parser.error(f"unknown section(s) {unknown} or shape(s) in {shapes}")
     report = run_suite(args.quick, sections, shapes,
-                       [m for m in args.without.split(",") if m], max(1, args.rounds))
+                       [m for m in args.without.split(",") if m], max(1, args.rounds),
+                       args.model_dir, args.serving_sentences)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     if args.json:

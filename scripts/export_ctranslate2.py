@@ -14,7 +14,10 @@ Example:
   python scripts/export_ctranslate2.py --model-dir runs/multi30k_en_de/model --out ct2/en_de
 """
 import argparse
+import os
 import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
 
 
 def main(argv=None):

@@ -1,0 +1,126 @@
+"""Worker: end-to-end serving on real sentences, text in and text out.
+
+    python bench/workers/serving.py --engine {savedmodel,ctranslate2} --model DIR
+        --source FILE [--sentences 1000 --batch-sizes 1,8,64 --max-seconds S]
+
+- savedmodel: `tf.saved_model.load(DIR).signatures["serving_default"]` (tokenisation, beam
+  search and detokenisation in the graph, as TF Serving runs it; beam and alpha are those
+  the SavedModel was exported with), TF intra-op threads 2, inter-op 1.
+- ctranslate2: the CTranslate2 export of the same checkpoint (scripts/export_ctranslate2.py)
+  through `CTranslate2Translator`: sentencepiece in Python, `translate_batch`, sentencepiece
+  back; intra_threads 2, inter_threads 1; the same beam, alpha mapped by
+  `ct2_length_penalty` (transformer_tf/export/ctranslate2.py).
+
+The first `--sentences` lines of `--source`, in file order (requests as they arrive, not
+sorted by length), cut into consecutive batches of each size; every batch is one call.
+Each batch size first gets one untimed warm-up call. Target tokens = sentencepiece pieces
+of the output text + 1 (the EOS), counted the same way for both engines. Batch 1 also
+gives the latency percentiles of its calls. With --max-seconds a batch size stops after
+that many timed seconds (the figures then cover the sentences done).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: E402
+
+common.set_thread_env()
+
+
+def read_lines(path: Path, limit: int) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for _, line in zip(range(limit), handle)]
+
+
+def percentile(values, q: float) -> float:
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def savedmodel_engine(model_dir: str):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the sentencepiece ops)
+
+    tf.config.threading.set_intra_op_parallelism_threads(common.THREADS)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    from transformer_tf.inference.loading import read_bpe_model, read_export_info
+
+    serving = tf.saved_model.load(model_dir).signatures["serving_default"]
+
+    def translate(batch):
+        out = serving(text=tf.constant(batch))["translation"].numpy()
+        return [t.decode("utf-8") for t in out]
+
+    info = read_export_info(model_dir)
+    return translate, read_bpe_model(model_dir), info["decoding"], {"tensorflow": tf.__version__}
+
+
+def ctranslate2_engine(model_dir: str):
+    import ctranslate2
+
+    from transformer_tf.export.ctranslate2 import (BPE_MODEL, CTranslate2Translator,
+                                                   ct2_length_penalty)
+
+    runner = CTranslate2Translator(model_dir, intra_threads=common.THREADS,
+                                   compute_type="float32")
+    decoding = runner.decoding.get_config()
+    decoding["ct2_length_penalty"] = ct2_length_penalty(runner.decoding.alpha)
+    return (runner.translate, (Path(model_dir) / BPE_MODEL).read_bytes(), decoding,
+            {"ctranslate2": ctranslate2.__version__})
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", required=True, choices=["savedmodel", "ctranslate2"])
+    parser.add_argument("--model", required=True, help="SavedModel or CTranslate2 directory")
+    parser.add_argument("--source", required=True, help="source sentences (.gz allowed)")
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--batch-sizes", default="1,8,64")
+    parser.add_argument("--max-seconds", type=float, default=None)
+    args = parser.parse_args(argv)
+    report = {"benchmark": "serving", "engine": args.engine,
+              "load_average_start": common.load_average(), "runs": []}
+    sentences = read_lines(Path(args.source), args.sentences)
+    engine = savedmodel_engine if args.engine == "savedmodel" else ctranslate2_engine
+    started = time.perf_counter()
+    translate, bpe_proto, decoding, versions = engine(args.model)
+    report.update(load_seconds=round(time.perf_counter() - started, 2), decoding=decoding,
+                  versions=versions, threads=common.THREADS)
+    from transformer_tf.data.bpe import python_processor
+
+    processor = python_processor(bpe_proto)
+    for batch_size in common.csv_list(args.batch_sizes, int):
+        batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
+        translate(batches[0])  # warm-up (first call of this shape)
+        times, done, tokens = [], 0, 0
+        for batch in batches:
+            t0 = time.perf_counter()
+            outputs = translate(batch)
+            times.append(time.perf_counter() - t0)
+            done += len(batch)
+            tokens += sum(len(ids) + 1 for ids in processor.encode(outputs))
+            if args.max_seconds is not None and sum(times) >= args.max_seconds:
+                break
+        total = sum(times)
+        run = {"batch": batch_size, "sentences": done, "seconds": round(total, 3),
+               "sentences_per_s": done / total, "target_tokens_per_s": tokens / total,
+               "target_tokens": tokens}
+        if batch_size == 1:
+            run.update(latency_p50_ms=1000 * statistics.median(times),
+                       latency_p99_ms=1000 * percentile(times, 0.99))
+        report["runs"].append(run)
+    common.emit(report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Worker: the two serving artefacts of one trained model, for bench/workers/serving.py.
+
+    python bench/workers/serving_prepare.py --model-dir MDIR --out DIR
+        [--beam-size 4 --alpha 0.6]
+
+Writes DIR/savedmodel (scripts/export.py's SavedModel, with this beam and alpha baked into
+serving_default) and DIR/ctranslate2 (scripts/export_ctranslate2.py's model, the same
+checkpoint: MDIR's averaged one if present, else its latest). Prints their paths as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: E402
+
+common.set_thread_env()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-dir", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--alpha", type=float, default=0.6)
+    args = parser.parse_args(argv)
+    from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
+    from transformer_tf.export.saved_model import export_model_dir
+    from transformer_tf.inference.loading import pick_checkpoint
+
+    out = Path(args.out)
+    started = time.perf_counter()
+    saved = export_model_dir(args.model_dir, out / "savedmodel", overwrite=True,
+                             beam_size=args.beam_size, alpha=args.alpha)
+    converted = export_model_dir_ctranslate2(args.model_dir, out / "ctranslate2", overwrite=True,
+                                             beam_size=args.beam_size, alpha=args.alpha)
+    common.emit({"savedmodel": str(saved), "ctranslate2": str(converted),
+                 "checkpoint": pick_checkpoint(args.model_dir),
+                 "beam_size": args.beam_size, "alpha": args.alpha,
+                 "seconds": round(time.perf_counter() - started, 1)})
+
+
+if __name__ == "__main__":
+    main()
