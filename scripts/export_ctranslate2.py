@@ -1,48 +1,8 @@
 #!/usr/bin/env python
-"""Export a trained Transformer as a CTranslate2 model (a second CPU serving target).
-
-Uses MDIR's averaged checkpoint if there is one, else its latest training checkpoint,
-unless --checkpoint says otherwise. Writes CTranslate2's model.bin, config.json and
-shared_vocabulary.json, plus the run's sentencepiece model (bpe.model) and
-transformer_tf.json (decoding settings), atomically. Only the Transformer family converts.
-Needs the ctranslate2 package (pip install 'ctranslate2==4.8.*').
-
-Run it text in, text out with transformer_tf.export.ctranslate2.CTranslate2Translator, or
-with ctranslate2.Translator on sentencepiece pieces (</s> is appended by the model).
-
-Example:
-  python scripts/export_ctranslate2.py --model-dir runs/multi30k_en_de/model --out ct2/en_de
-"""
-import argparse
-import os
+"""Runs `transformer_tf.cli.export_ctranslate2` (also installed as the command transformer-tf-export-ctranslate2); see --help."""
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True, help="training run directory")
-    parser.add_argument("--out", required=True, help="CTranslate2 model directory to write")
-    parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
-    parser.add_argument("--quantization", choices=["int8", "int8_float32", "int16"],
-                        help="store quantized weights (default: float32, exact)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing directory")
-    args = parser.parse_args(argv)
-
-    # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
-
-    try:
-        path = export_model_dir_ctranslate2(args.model_dir, args.out, args.checkpoint,
-                                            args.overwrite, args.quantization)
-    except (FileExistsError, FileNotFoundError, ImportError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(path)
-    return 0
-
+from transformer_tf.cli.export_ctranslate2 import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -96,9 +96,9 @@ def main(argv=None):
     translate, bpe_proto, decoding, versions = engine(args.model)
     report.update(load_seconds=round(time.perf_counter() - started, 2), decoding=decoding,
                   versions=versions, threads=common.THREADS)
-    from transformer_tf.data.bpe import python_processor
+    import sentencepiece  # not transformer_tf.data.bpe: the CT2 worker runs without TF
 
-    processor = python_processor(bpe_proto)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=bpe_proto)
     for batch_size in common.csv_list(args.batch_sizes, int):
         batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
         translate(batches[0])  # warm-up (first call of this shape)

@@ -49,14 +49,23 @@ from typing import Sequence
 import numpy as np
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DecodingConfig
-from transformer_tf.data.bpe import python_processor
-from transformer_tf.layers.position_encoding import sinusoidal_table
+
+# TensorFlow is imported only to write a model (inside the functions that need it):
+# `CTranslate2Translator` runs a converted model with ctranslate2 and sentencepiece alone.
 
 INFO_FILE = "transformer_tf.json"
 BPE_MODEL = "bpe.model"
 FORBIDDEN_LOGIT = -1e9  # the bias written at PAD and BOS (as our search adds to the logits)
 TYPICAL_OUTPUT_LENGTH = 15  # target tokens with EOS, Multi30k German test 2016 (about 14 + 1)
 _ASCII_SPACE = " \t\n\r\f\v"
+
+
+def _processor(model_proto: bytes):
+    """A sentencepiece processor (as transformer_tf.data.bpe.python_processor, without
+    importing TensorFlow with it)."""
+    import sentencepiece
+
+    return sentencepiece.SentencePieceProcessor(model_proto=model_proto)
 
 
 def ct2_length_penalty(alpha: float, typical_length: int = TYPICAL_OUTPUT_LENGTH) -> float:
@@ -153,6 +162,8 @@ def _set_cross_attention(spec, layer) -> None:
 
 
 def _position_table(positions, config) -> np.ndarray:
+    from transformer_tf.layers.position_encoding import sinusoidal_table
+
     if config.position_encoding == "sinusoidal":
         return np.asarray(sinusoidal_table(config.max_position, config.d_model).numpy(),
                           dtype=np.float32)
@@ -161,7 +172,7 @@ def _position_table(positions, config) -> np.ndarray:
 
 def vocabulary(model_proto: bytes) -> list[str]:
     """The sentencepiece pieces in id order (CT2 token i is our id i)."""
-    processor = python_processor(model_proto)
+    processor = _processor(model_proto)
     return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
 
 
@@ -298,7 +309,7 @@ class CTranslate2Translator:
         self.decoding = DecodingConfig.from_config(self.info["decoding"])
         self.max_source_tokens = int(self.info["max_source_tokens"])
         self.max_target_length = int(self.info["max_target_length"])
-        self.processor = python_processor((model_dir / BPE_MODEL).read_bytes())
+        self.processor = _processor((model_dir / BPE_MODEL).read_bytes())
         self.translator = ctranslate2.Translator(str(model_dir), device="cpu",
                                                  intra_threads=intra_threads,
                                                  compute_type=compute_type)
