@@ -22,6 +22,13 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# CTranslate2's OpenMP threads otherwise spin while idle (see bench/README.md).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+
+def log(message: str) -> None:
+    print(f"[ct2_exactness {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def read_lines(path: Path) -> list[str]:
@@ -42,6 +49,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--length-penalties", default="auto,0.6",
                         help="CT2 length_penalty values to try; auto = ct2_length_penalty(alpha)")
+    parser.add_argument("--ours", help="our translations, one per line: read if the file "
+                                       "exists, else written after decoding")
     parser.add_argument("--out", help="JSON file to write (also printed)")
     args = parser.parse_args(argv)
 
@@ -60,9 +69,17 @@ def main(argv=None) -> int:
         ct2_dir = args.ct2 or ct2_export.export_model_dir_ctranslate2(
             args.model_dir, Path(tmp) / "ct2")
         started = time.perf_counter()
-        ours_translator = load_translator(model_dir=args.model_dir, beam_size=args.beam_size,
-                                          alpha=args.alpha)
-        ours = [row[0] for row in translate_lines(ours_translator, sources, 64, False)[0]]
+        if args.ours and Path(args.ours).exists():
+            ours = read_lines(Path(args.ours))
+            log(f"our translations read from {args.ours}")
+        else:
+            log("translating with our model")
+            ours_translator = load_translator(model_dir=args.model_dir,
+                                              beam_size=args.beam_size, alpha=args.alpha)
+            ours = [row[0] for row in translate_lines(ours_translator, sources, 64, False)[0]]
+            if args.ours:
+                Path(args.ours).write_text("".join(line + "\n" for line in ours),
+                                           encoding="utf-8")
         ours_seconds = time.perf_counter() - started
         runner = ct2_export.CTranslate2Translator(ct2_dir, intra_threads=args.threads)
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
@@ -73,6 +90,7 @@ def main(argv=None) -> int:
         for value in args.length_penalties.split(","):
             penalty = (ct2_export.ct2_length_penalty(args.alpha) if value == "auto"
                        else float(value))
+            log(f"CTranslate2, length_penalty {penalty:.3f}")
             started = time.perf_counter()
             theirs = [""] * len(sources)
             for start in range(0, len(order), 64):
