@@ -1,7 +1,7 @@
 """Install transformer_tf: `pip install -e .` (add `[test]`, `[bench]`, `[viz]` or `[parsing]`
 for the extras).
 
-Installs the commands transformer-tf-prepare, -train, -average, -export, -translate,
+Installs the commands transformer-tf-prepare, -train, -average, -export, -export-ctranslate2, -translate,
 -evaluate, -main, -variations, -attention, -parse-job, -parse and -evalb (transformer_tf/cli;
 scripts/*.py run the same code).
 """
@@ -27,6 +27,7 @@ COMMANDS = {
     "transformer-tf-train": "train",
     "transformer-tf-average": "average_checkpoints",
     "transformer-tf-export": "export",
+    "transformer-tf-export-ctranslate2": "export_ctranslate2",  # needs ctranslate2 ([bench])
     "transformer-tf-translate": "translate",
     "transformer-tf-evaluate": "evaluate",
     "transformer-tf-main": "main_job",

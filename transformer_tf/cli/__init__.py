@@ -1,7 +1,8 @@
 """The commands: one module per command, each with `main(argv=None) -> exit status`.
 
 setup.py installs them as console entry points (`transformer-tf-prepare` -> prepare_data,
-`-train` -> train, `-average` -> average_checkpoints, `-export` -> export, `-translate` ->
+`-train` -> train, `-average` -> average_checkpoints, `-export` -> export,
+`-export-ctranslate2` -> export_ctranslate2, `-translate` ->
 translate, `-evaluate` -> evaluate, `-main` -> main_job, `-variations` -> variations,
 `-attention` -> attention, `-parse-job` -> parse_job, `-parse` -> parse, `-evalb` -> evalb);
 scripts/<module>.py are thin wrappers over the same functions. A command parses its
