@@ -20,7 +20,7 @@ from transformer_tf.models.transformer import Transformer  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SENTENCES = ["A man is riding a bicycle.", "Two dogs play in the snow near a fence.",
-             "A girl in a red coat.", ""]
+             "A girl in a red coat.", "\u00a0\u3000 "]
 
 
 @pytest.fixture(scope="module")

@@ -50,8 +50,8 @@ import numpy as np
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DecodingConfig
 
-# TensorFlow is imported only to write a model (inside the functions that need it):
-# `CTranslate2Translator` runs a converted model with ctranslate2 and sentencepiece alone.
+# TensorFlow is imported inside the functions that need it: to write a model, and for the
+# serving rule's blank test (`CTranslate2Translator` runs no TF op).
 
 INFO_FILE = "transformer_tf.json"
 BPE_MODEL = "bpe.model"
@@ -315,10 +315,14 @@ class CTranslate2Translator:
                                                  compute_type=compute_type)
 
     def source_tokens(self, sentences: Sequence[str]) -> list[list[str]]:
-        """Pieces per sentence, truncated to max_source_tokens (CT2 appends </s>)."""
+        """Pieces per sentence, truncated to max_source_tokens (CT2 appends </s>); blank
+        sentences (transformer_tf.data.source_text.is_blank, the serving rule) get []."""
+        from transformer_tf.data.source_text import is_blank  # loads TensorFlow, idle here
+
         ids = self.processor.encode([s.strip(_ASCII_SPACE) for s in sentences])
-        return [[self.processor.id_to_piece(i) for i in row[:self.max_source_tokens]]
-                for row in ids]
+        return [[] if is_blank(sentence) else
+                [self.processor.id_to_piece(i) for i in row[:self.max_source_tokens]]
+                for sentence, row in zip(sentences, ids)]
 
     def translate_tokens(self, tokens: list[list[str]], beam_size: int | None = None,
                          length_penalty: float | None = None,
