@@ -164,7 +164,7 @@ def test_overwrite_keeps_the_old_version_if_the_new_export_fails(tmp_path, monke
     version.mkdir(parents=True)
     (version / "saved_model.pb").write_text("old")
 
-    def failing_write(translator, tmp, info, ids_only):
+    def failing_write(translator, tmp, *rest):  # the signature of saved_model._write
         tmp.mkdir()
         (tmp / "saved_model.pb").write_text("half")
         raise RuntimeError("disk full")
@@ -175,7 +175,7 @@ def test_overwrite_keeps_the_old_version_if_the_new_export_fails(tmp_path, monke
     assert (version / "saved_model.pb").read_text() == "old"
     assert sorted(p.name for p in version.parent.iterdir()) == ["1"]  # nothing left aside
 
-    def good_write(translator, tmp, info, ids_only):
+    def good_write(translator, tmp, *rest):
         tmp.mkdir()
         (tmp / "saved_model.pb").write_text("new")
 
