@@ -110,7 +110,7 @@ def _fake_result(row, steps):
             "target_tokens_per_second": 1000.0, "train_seconds": 1.0, "checkpoint": "x"}
 
 
-def test_study_resumes_without_retraining_finished_rows(tmp_path):
+def test_study_resumes_without_retraining_finished_rows(tiny_multi30k, tmp_path):
     trained, killed = [], {"at": "C: N=1"}
 
     def train_row(row, row_dir, options, minutes_left):
@@ -118,8 +118,6 @@ def test_study_resumes_without_retraining_finished_rows(tmp_path):
             (row_dir / "model" / "checkpoints").mkdir(parents=True)
             checkpoint = row_dir / "model" / "checkpoints" / "ckpt-10.index"
             checkpoint.write_text("")
-            state = json.loads((row_dir / ROW_STATE).read_text()) if (
-                row_dir / ROW_STATE).exists() else None
             (row_dir / ROW_STATE).write_text(json.dumps({"started": time.time() - 240}))
             os.utime(checkpoint, (time.time() - 60, time.time() - 60))  # 3 min trained
             killed["at"] = None
@@ -129,7 +127,8 @@ def test_study_resumes_without_retraining_finished_rows(tmp_path):
     def evaluate_row(row, row_dir, options, seconds):
         return _fake_result(row, 100)
 
-    options = StudyOptions(data_dir="unused", out_dir=str(tmp_path), base_preset="multi30k",
+    options = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path),
+                           base_preset="multi30k",
                            groups=("A", "C"), budget_minutes=10)
     with pytest.raises(KeyboardInterrupt):
         run_study(options, train_row, evaluate_row, say=lambda message: None)

@@ -252,8 +252,7 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
                          "the Transformer")
     from transformer_tf.data.prepared import load_prepared
 
-    vocab = load_prepared(options.data_dir).vocab_size if train_row is _train_row else \
-        base.model.vocab_size
+    vocab = load_prepared(options.data_dir).vocab_size
     rows = define_rows(base.model.replace(vocab_size=vocab), base.training.label_smoothing,
                        options.groups)
     out = pathlib.Path(options.out_dir)

@@ -35,7 +35,8 @@ def _matched_config(preset_name: str, target_name: str):
     wanted = params(target.family, target.model)
     preset = get_preset(preset_name)
     candidates = [preset.model.replace(d_ff=d_ff) for d_ff in range(64, 8193, 64)]
-    # Parameters grow linearly in d_ff: two builds give the line, one more checks it.
+    # Parameters grow linearly in d_ff: two builds give the line (the chosen model's own
+    # count is reported beside the target, so a miss would show).
     p0, p1 = params(preset.family, candidates[0]), params(preset.family, candidates[1])
     best = min(candidates, key=lambda c: abs(p0 + (p1 - p0) * (c.d_ff - 64) // 64 - wanted))
     return best, wanted
