@@ -75,8 +75,18 @@ class ConvGLUBlock(keras.layers.Layer):
                 dtype=self.dtype_policy)
             self.projection.build(input_shape)
 
-    def residual(self, x):
-        return x if self.projection is None else self.projection(x)
+    def residual(self, x, kernels=None):
+        """x, or its projection to `width`; kernels: optional `kernels()`."""
+        if self.projection is None:
+            return x
+        return self.projection(x, kernel=None if kernels is None else kernels["projection"])
+
+    def kernels(self) -> dict:
+        """The weight-normalised kernels, prepared once for many decoding steps."""
+        kernels = {"convolution": self.convolution.kernel()}
+        if self.projection is not None:
+            kernels["projection"] = self.projection.kernel()
+        return kernels
 
     def gated_conv(self, x, valid=None, training=None):
         """GLU(conv(dropout(x))) over whole sequences: [batch, length, width]."""
@@ -84,10 +94,11 @@ class ConvGLUBlock(keras.layers.Layer):
             x = x * tf.cast(valid, x.dtype)[:, :, None]
         return gated_linear_unit(self.convolution(self.dropout(x, training=training)))
 
-    def gated_conv_window(self, window):
+    def gated_conv_window(self, window, kernels=None):
         """GLU(conv) at the last position of a causal window [batch, k, in_width] ->
-        [batch, 1, width] (inference: no dropout)."""
-        return gated_linear_unit(self.convolution.call_window(window))[:, None, :]
+        [batch, 1, width] (inference: no dropout); kernels: optional `kernels()`."""
+        kernel = None if kernels is None else kernels["convolution"]
+        return gated_linear_unit(self.convolution.call_window(window, kernel))[:, None, :]
 
     def call(self, inputs, valid=None, training=None):
         return scaled_residual(self.gated_conv(inputs, valid, training), self.residual(inputs))

@@ -29,6 +29,7 @@ class MultiStepAttention(keras.layers.Layer):
       values: z + e [batch, source_length, f].
       source_valid: bool [batch, source_length], True at real tokens.
       return_weights: also return a [batch, target_length, source_length] (float32).
+      kernels: optional `kernels()`, prepared once by a decoding loop.
 
     Returns:
       out [batch, target_length, d] (and the weights if asked).
@@ -49,15 +50,23 @@ class MultiStepAttention(keras.layers.Layer):
             dtype=self.dtype_policy)
         self.context_projection.build((None, None, self.embedding_dim))
 
-    def call(self, hidden, target_embedding, keys, values, source_valid, return_weights=False):
-        query = self.query_projection(hidden) + target_embedding  # (batch, target, f)
+    def kernels(self) -> dict:
+        """The weight-normalised kernels, prepared once for many decoding steps."""
+        return {"query": self.query_projection.kernel(),
+                "context": self.context_projection.kernel()}
+
+    def call(self, hidden, target_embedding, keys, values, source_valid, return_weights=False,
+             kernels=None):
+        kernels = kernels or {}
+        query = self.query_projection(hidden, kernel=kernels.get("query")) + target_embedding
         scores = tf.einsum("btf,bsf->bts", tf.cast(query, tf.float32), tf.cast(keys, tf.float32))
         scores += (1.0 - tf.cast(source_valid, tf.float32))[:, None, :] * -1e9
         weights = tf.nn.softmax(scores, axis=-1)  # (batch, target, source)
         context = tf.einsum("bts,bsf->btf", tf.cast(weights, values.dtype), values)
         real_tokens = tf.reduce_sum(tf.cast(source_valid, context.dtype), axis=1)  # (batch,)
         context *= tf.sqrt(real_tokens)[:, None, None]
-        out = scaled_residual(hidden, self.context_projection(context))
+        out = scaled_residual(hidden, self.context_projection(context,
+                                                              kernel=kernels.get("context")))
         return (out, weights) if return_weights else out
 
     def get_config(self):

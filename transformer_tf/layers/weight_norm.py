@@ -68,8 +68,10 @@ class WeightNormConv1D(keras.layers.Layer):
         norm = tf.sqrt(tf.reduce_sum(tf.square(v), axis=[0, 1]))  # (filters,)
         return tf.cast(v * (self.magnitude / norm), self.compute_dtype)
 
-    def call(self, inputs):
-        kernel = self.kernel()
+    def call(self, inputs, kernel=None):
+        """kernel: optional `kernel()`, prepared once by a caller that applies the layer
+        many times with the same weights (a decoding loop)."""
+        kernel = self.kernel() if kernel is None else kernel
         bias = tf.cast(self.bias, self.compute_dtype)
         if self.kernel_size == 1:
             return tf.einsum("btc,cf->btf", inputs, kernel[0]) + bias
@@ -78,11 +80,12 @@ class WeightNormConv1D(keras.layers.Layer):
         padded = tf.pad(inputs, [[0, 0], [left, k - 1 - left], [0, 0]])
         return tf.nn.conv1d(padded, kernel, stride=1, padding="VALID") + bias
 
-    def call_window(self, window):
+    def call_window(self, window, kernel=None):
         """The output at the last position of a causal window: window [batch, k, in] (the
         k most recent inputs, oldest first) -> [batch, filters]. Equals `call` on the
-        whole sequence at that position (incremental decoding)."""
-        return tf.einsum("bkc,kcf->bf", window, self.kernel()) + tf.cast(
+        whole sequence at that position (incremental decoding). kernel: as in `call`."""
+        kernel = self.kernel() if kernel is None else kernel
+        return tf.einsum("bkc,kcf->bf", window, kernel) + tf.cast(
             self.bias, self.compute_dtype)
 
     def get_config(self):

@@ -205,9 +205,12 @@ class ConvS2S(Seq2SeqModel):
         logits = self._logits(x, training)
         return (logits, all_weights) if return_weights else logits
 
-    def _logits(self, x, training=False):
-        x = self.output_dropout(self.decoder_output(x), training=training)
-        return tf.cast(self.output_projection(x), tf.float32)
+    def _logits(self, x, training=False, kernels=None):
+        kernels = kernels or {}
+        x = self.decoder_output(x, kernel=kernels.get("decoder_output"))
+        x = self.output_dropout(x, training=training)
+        return tf.cast(self.output_projection(x, kernel=kernels.get("output_projection")),
+                       tf.float32)
 
     def attention_weights(self, source_ids, target_input_ids):
         """The encoder-decoder attention of one teacher-forced pass (inference mode).
@@ -230,7 +233,9 @@ class ConvS2S(Seq2SeqModel):
             per_sentence: `encode`'s {"keys", "values", "source_valid"};
             per_beam: per decoder block, its last k - 1 inputs [batch, k - 1, in_width]
               (zeros at the start: the causal convolution's left padding);
-            constants: none.
+            constants: the decoder's weight-normalised kernels g * v / ||v||, computed
+              once per search instead of at every step (the output projection alone is
+              embedding_dim x vocabulary).
         """
         del max_length
         batch_size = tf.shape(encoded["keys"])[0]
@@ -239,22 +244,30 @@ class ConvS2S(Seq2SeqModel):
         for width, kernel in self.config.decoder_layers:
             buffers.append(tf.zeros([batch_size, kernel - 1, in_width], self.compute_dtype))
             in_width = width
-        return DecoderState(per_sentence=encoded, per_beam=buffers, constants=())
+        kernels = {"decoder_input": self.decoder_input.kernel(),
+                   "decoder_output": self.decoder_output.kernel(),
+                   "output_projection": self.output_projection.kernel(),
+                   "blocks": [block.kernels() for block, _ in self.decoder_blocks],
+                   "attention": [attention.kernels() if attention is not None else {}
+                                 for _, attention in self.decoder_blocks]}
+        return DecoderState(per_sentence=encoded, per_beam=buffers, constants=kernels)
 
     def decode_step(self, ids, step, state: DecoderState):
         """One decoding step: ids int [batch] at position `step` -> (float32 logits
         [batch, target_vocab_size] for position step + 1, state with the input buffers
         shifted by one)."""
-        encoded = state.per_sentence
+        encoded, kernels = state.per_sentence, state.constants
         g = self._target_embedding(tf.cast(ids, tf.int32)[:, None], offset=step)
-        x = self.decoder_input(g)  # (batch, 1, d)
+        x = self.decoder_input(g, kernel=kernels["decoder_input"])  # (batch, 1, d)
         new_buffers = []
-        for (block, attention), buffer in zip(self.decoder_blocks, state.per_beam):
+        for (block, attention), buffer, block_kernels, attention_kernels in zip(
+                self.decoder_blocks, state.per_beam, kernels["blocks"], kernels["attention"]):
             window = tf.concat([buffer, x], axis=1)  # (batch, k, in_width), oldest first
             new_buffers.append(window[:, 1:])
-            residual = block.residual(x)
-            h = block.gated_conv_window(window)
+            residual = block.residual(x, block_kernels)
+            h = block.gated_conv_window(window, block_kernels)
             if attention is not None:
-                h = attention(h, g, encoded["keys"], encoded["values"], encoded["source_valid"])
+                h = attention(h, g, encoded["keys"], encoded["values"], encoded["source_valid"],
+                              kernels=attention_kernels)
             x = scaled_residual(h, residual)
-        return self._logits(x)[:, 0, :], state._replace(per_beam=new_buffers)
+        return self._logits(x, kernels=kernels)[:, 0, :], state._replace(per_beam=new_buffers)
