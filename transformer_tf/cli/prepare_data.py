@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vocab-size", type=int, default=8000,
                         help="size of the shared BPE vocabulary, including the 4 special ids and "
                              "the 256 byte-fallback pieces (default: 8000)")
+    parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
+                        help="shared subword vocabulary: sentencepiece BPE (default) or "
+                             "tensorflow-text word pieces (the paper's En-Fr setup; identity "
+                             "normalization, no byte fallback)")
     parser.add_argument("--out", required=True, help="output directory (created)")
     parser.add_argument("--data-dir", default=None,
                         help="multi30k: directory holding multi30k/ (or the files); default "
@@ -120,6 +124,7 @@ def _run(args) -> int:
     try:
         options = BpeOptions(
             vocab_size=args.vocab_size,
+            subword=args.subword,
             normalization=args.normalization,
             byte_fallback=not args.no_byte_fallback,
             character_coverage=args.character_coverage,

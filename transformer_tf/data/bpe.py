@@ -23,6 +23,11 @@ arbitrary bytes fed to a serving signature never fail. The alternative rule "nmt
 (sentencepiece's default: NFKC plus NMT-specific clean-ups) is available but then the round
 trip only holds up to that normalisation (`normalize_text(s, "nmt_nfkc")` uses
 sentencepiece's own normaliser for it).
+
+Word pieces instead of BPE (`BpeOptions(subword="wordpiece")`, the paper's En-Fr
+vocabulary): `transformer_tf.data.wordpiece`. Its model bytes go wherever a sentencepiece
+proto goes (the `bpe.model` file names are kept); `python_processor` and `make_tokenizer`
+pick the implementation from the bytes, so everything downstream takes either.
 """
 from __future__ import annotations
 
@@ -41,10 +46,12 @@ import tensorflow_text  # noqa: F401  (registers the ops; SavedModel consumers n
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 from transformer_tf.config import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID, UNK_ID
+from transformer_tf.data import wordpiece
 
 logger = logging.getLogger(__name__)
 
 NORMALIZATIONS = ("identity", "nmt_nfkc")
+SUBWORDS = ("bpe", "wordpiece")
 _SPACES = re.compile(" +")
 
 
@@ -66,6 +73,9 @@ class BpeOptions:
       user_defined_symbols: pieces always kept whole, each one id (e.g. the bracket tokens
         of linearised parse trees, written with sentencepiece's word-start mark U+2581 so
         that " (NP" is one piece); empty for translation.
+      subword: "bpe" (sentencepiece BPE, the default) or "wordpiece" (tensorflow-text's
+        word-piece learner and tokenizer, see `transformer_tf.data.wordpiece`; identity
+        normalisation only, no byte fallback, no user-defined symbols).
     """
 
     vocab_size: int = 8000
@@ -76,8 +86,18 @@ class BpeOptions:
     seed: int = 1234
     num_threads: int = 2
     user_defined_symbols: tuple = ()
+    subword: str = "bpe"
 
     def __post_init__(self):
+        if self.subword not in SUBWORDS:
+            raise ValueError(f"subword: expected one of {SUBWORDS}, got {self.subword!r}")
+        if self.subword == "wordpiece":
+            if self.normalization != "identity" or self.user_defined_symbols:
+                raise ValueError("subword 'wordpiece' supports the identity normalization only "
+                                 "and no user-defined symbols")
+            if self.vocab_size <= NUM_SPECIAL_IDS + 1:
+                raise ValueError(f"vocab_size: {self.vocab_size} is too small for word pieces")
+            return
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(
                 f"normalization: expected one of {NORMALIZATIONS}, got {self.normalization!r}"
@@ -174,9 +194,38 @@ def train_bpe(sentences: Iterable[str], options: BpeOptions = BpeOptions()) -> b
     return model.getvalue()
 
 
-def python_processor(model_proto: bytes) -> spm.SentencePieceProcessor:
-    """A sentencepiece Python processor for the same model (for counting, tests, tools)."""
+def train_subword_model(sentences: Iterable[str], options: BpeOptions = BpeOptions()) -> bytes:
+    """The shared subword model of `options.subword` trained on `sentences` (both languages
+    mixed, sampled as `train_bpe` does); returns its bytes (see `make_tokenizer`)."""
+    if options.subword == "bpe":
+        return train_bpe(sentences, options)
+    corpus = _sample(sentences, options.max_training_sentences, options.seed)
+    logger.info("learning a %d-piece word-piece vocabulary on %d sentences",
+                options.vocab_size, len(corpus))
+    return wordpiece.train_wordpiece(corpus, options.vocab_size)
+
+
+def python_processor(model_proto: bytes):
+    """A Python processor for the same model (for counting, tests, tools): sentencepiece's
+    for a BPE model, `wordpiece.WordpieceVocabulary` (the same API subset) for word pieces."""
+    if wordpiece.is_wordpiece_model(model_proto):
+        return wordpiece.WordpieceVocabulary(model_proto)
     return spm.SentencePieceProcessor(model_proto=model_proto)
+
+
+def make_tokenizer(model_proto: bytes):
+    """The in-graph tokenizer of a subword model's bytes: `BpeTokenizer` for a sentencepiece
+    model, `wordpiece.WordpieceTokenizer` for a word-piece one (the same interface)."""
+    if wordpiece.is_wordpiece_model(model_proto):
+        return wordpiece.WordpieceTokenizer(model_proto)
+    return BpeTokenizer(model_proto)
+
+
+def display_pieces(processor, ids) -> list[str]:
+    """The pieces of `ids` in sentencepiece's convention ("▁Hund", "e"), whichever the
+    model, for pictures and tick labels."""
+    show = getattr(processor, "display_piece", processor.id_to_piece)
+    return [show(int(i)) for i in ids]
 
 
 # Every character str.splitlines() ends a line at.

@@ -148,7 +148,7 @@ def prepare_corpus(
 
     # 2. Shared BPE model on both sides.
     both_sides = itertools.chain(iter_lines(staged.source), iter_lines(staged.target))
-    model_proto = bpe_lib.train_bpe(both_sides, bpe_options)
+    model_proto = bpe_lib.train_subword_model(both_sides, bpe_options)
     model_path = bpe_lib.save_model(model_proto, out_dir / BPE_FILE)
     processor = bpe_lib.python_processor(model_proto)
 
@@ -186,10 +186,10 @@ def prepare_corpus(
         "bpe": {
             "model": model_path.name,
             "vocab": model_path.with_suffix(".vocab").name,
-            "model_type": "bpe",
+            "model_type": bpe_options.subword,
             "normalization": bpe_options.normalization,
             "remove_extra_whitespaces": True,
-            "byte_fallback": bpe_options.byte_fallback,
+            "byte_fallback": bpe_options.byte_fallback and bpe_options.subword == "bpe",
             "character_coverage": bpe_options.character_coverage,
             "max_training_sentences": bpe_options.max_training_sentences,
             "seed": bpe_options.seed,

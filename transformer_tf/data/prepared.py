@@ -6,7 +6,8 @@
 Layout of a prepared directory (all paths in the JSON are relative to it):
 
     prepared.json
-    bpe.model, bpe.vocab         shared sentencepiece BPE model (+ readable vocabulary)
+    bpe.model, bpe.vocab         shared sentencepiece BPE model (+ readable vocabulary), or
+                                 a word-piece model ("model_type": "wordpiece")
     train.<src>, train.<tgt>     plain UTF-8, one sentence per line
     valid.<src>, valid.<tgt>     (if the corpus has them)
     test.<src>,  test.<tgt>
@@ -82,9 +83,9 @@ class PreparedData:
         return self.directory / self.metadata["bpe"]["model"]
 
     @functools.cached_property
-    def tokenizer(self) -> bpe_lib.BpeTokenizer:
-        """The shared in-graph BpeTokenizer (built on first use)."""
-        return bpe_lib.BpeTokenizer.from_file(self.bpe_model_path)
+    def tokenizer(self):
+        """The shared in-graph tokenizer, BPE or word pieces (built on first use)."""
+        return bpe_lib.make_tokenizer(self.bpe_model_path.read_bytes())
 
     @property
     def normalization(self) -> str:

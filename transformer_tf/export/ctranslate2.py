@@ -248,6 +248,11 @@ def export_ctranslate2(model, model_proto: bytes, out_dir, decoding: DecodingCon
     Returns:
       `out_dir`.
     """
+    from transformer_tf.data.wordpiece import is_wordpiece_model
+
+    if is_wordpiece_model(model_proto):
+        raise ValueError("this run uses word pieces; the CTranslate2 export (and its "
+                         "sentencepiece tokenization) supports sentencepiece BPE runs only")
     out_dir = pathlib.Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise FileExistsError(f"{out_dir} exists and is not empty; choose another directory "

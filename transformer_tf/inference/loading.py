@@ -14,7 +14,7 @@ import logging
 import pathlib
 
 from transformer_tf.config import DecodingConfig
-from transformer_tf.data.bpe import BpeTokenizer
+from transformer_tf.data.bpe import make_tokenizer
 from transformer_tf.inference.translator import Translator
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
 from transformer_tf.training import checkpoints, model_dir as model_dir_lib
@@ -64,7 +64,7 @@ def load_trained(model_dir, checkpoint=None, **decoding_overrides):
     path = pick_checkpoint(model_dir, checkpoint)
     model = build_model(run.family, run.model)
     checkpoints.load_weights(model, path)
-    tokenizer = BpeTokenizer(model_dir_lib.read_tokenizer_proto(model_dir))
+    tokenizer = make_tokenizer(model_dir_lib.read_tokenizer_proto(model_dir))
     return model, tokenizer, run, path
 
 
@@ -89,7 +89,7 @@ def model_from_saved_model(saved_model_dir):
     else:  # exported before the format recorded the family
         model = build_model(DEFAULT_FAMILY, model_dir_lib.upgrade_format_1_model(info["model"]))
     checkpoints.load_weights(model, saved_model_dir / "variables" / "variables")
-    return model, BpeTokenizer(read_bpe_model(saved_model_dir)), info
+    return model, make_tokenizer(read_bpe_model(saved_model_dir)), info
 
 
 def translator_from_saved_model(saved_model_dir, decoding: DecodingConfig,

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig
-from transformer_tf.data.bpe import python_processor
+from transformer_tf.data.bpe import display_pieces, python_processor
 from transformer_tf.data.source_text import (
     encode_sources,
     encode_target_inputs,
@@ -70,7 +70,7 @@ class AttentionMaps:
 
 
 def _pieces(processor, ids) -> list:
-    return [processor.id_to_piece(int(i)) for i in ids]
+    return display_pieces(processor, ids)
 
 
 def _one_row(ids) -> np.ndarray:
