@@ -1,8 +1,10 @@
 """The Table 3 study (transformer_tf/variations.py): its rows are exactly the intended
 configurations, its parameter column agrees with an independent count and with the paper,
 and it resumes without retraining what is done."""
+import dataclasses
 import json
 import os
+import pathlib
 import time
 
 import pytest
@@ -155,3 +157,63 @@ def test_table_writer_lays_out_the_papers_columns():
                         "63.1 | 100000 | 5.00 | 20.00 | 1000 |")
     assert table[3].startswith("| B: d_k=16 | 6 | 512 | 2048 | 8 | 16 | 64 | 0.1 | 0.1 |")
     assert "| 56.0 | 99000 | 5.16 | 25.10 |" in table[3]
+
+
+def test_base_changes_shape_every_row_and_reach_its_training(tiny_multi30k, tmp_path,
+                                                             monkeypatch):
+    import transformer_tf.training.fit as fit
+
+    seen = {}
+    monkeypatch.setattr(fit, "train", lambda options: seen.__setitem__(
+        pathlib.Path(options.model_dir).parent.name, options))
+    options = StudyOptions(
+        data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path), base_preset="multi30k",
+        groups=("C", "D"), max_steps=5,
+        model_overrides={"d_model": 128, "key_dim": 32, "value_dim": 32},
+        training_overrides={"tokens_per_batch": 1024, "label_smoothing": 0.2})
+    run_study(options, evaluate_row=lambda row, row_dir, o, s: _fake_result(row, 5),
+              say=lambda message: None)
+    # The rows are derived from the changed base (multi30k: 4 heads, d_model 256 -> 128).
+    assert seen["base"].model_overrides["d_model"] == 128
+    assert seen["base"].training_overrides == {"tokens_per_batch": 1024, "label_smoothing": 0.2}
+    assert {"C_d_model=64", "C_d_model=256", "D_eps_ls=0.0", "D_eps_ls=0.4"} <= set(seen)
+    assert seen["C_d_model=64"].model_overrides["key_dim"] == 16
+    assert seen["D_eps_ls=0.4"].training_overrides == {"tokens_per_batch": 1024,
+                                                       "label_smoothing": 0.4}
+    table = (tmp_path / "variations.md").read_text()
+    assert ("`multi30k` changed by model d_model=128, key_dim=32, value_dim=32; training "
+            "label_smoothing=0.2, tokens_per_batch=1024, 5 steps per row") in table
+
+
+def test_a_study_refuses_to_resume_with_other_settings(tiny_multi30k, tmp_path):
+    from transformer_tf.cli.variations import main
+    from transformer_tf.variations import STUDY_FILE, StudyMismatch
+
+    options = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path),
+                           groups=("E",), max_steps=5)
+    fake_train = lambda *args: None  # noqa: E731
+    fake_score = lambda row, row_dir, o, s: _fake_result(row, 5)  # noqa: E731
+    run_study(options, fake_train, fake_score, say=lambda message: None)
+    run_study(options, fake_train, fake_score, say=lambda message: None)  # same: resumes
+    changed = dataclasses.replace(options, max_steps=6,
+                                  training_overrides={"tokens_per_batch": 512})
+    with pytest.raises(StudyMismatch) as error:
+        run_study(changed, fake_train, fake_score, say=lambda message: None)
+    message = str(error.value)
+    assert str(tmp_path / STUDY_FILE) in message
+    assert "max_steps: was 5, now 6" in message and "training_overrides" in message
+    # The command line says the same and exits 2 before training anything.
+    code = main(["--data", str(tiny_multi30k.directory), "--out", str(tmp_path), "--rows", "E",
+                 "--max-steps", "7"])
+    assert code == 2
+
+
+def test_command_line_names_a_bad_base_option(tiny_multi30k, tmp_path, capsys):
+    from transformer_tf.cli.variations import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--data", str(tiny_multi30k.directory), "--out", str(tmp_path), "--max-steps", "1",
+              "--model-option", "d_modle=64"])
+    assert exit_info.value.code == 2
+    assert "--model-option 'd_modle=64'" in capsys.readouterr().err
+    assert not (tmp_path / "study.json").exists()

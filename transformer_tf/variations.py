@@ -34,6 +34,7 @@ from transformer_tf.config import ModelConfig, get_preset
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
 RESULTS_JSON = "variations.json"
+STUDY_FILE = "study.json"
 RESULTS_MD = "variations.md"
 ROW_RESULT = "result.json"
 ROW_STATE = "row_state.json"
@@ -161,6 +162,47 @@ class StudyOptions:
     eval_every: int = 500
     precision: str = "auto"
     verbose: int = 1
+    # Changes to the base preset before the rows are derived from it (ModelConfig fields),
+    # and training changes every row shares (TrainingConfig fields, e.g. a smaller batch).
+    model_overrides: dict = dataclasses.field(default_factory=dict)
+    training_overrides: dict = dataclasses.field(default_factory=dict)
+
+    def defining_fields(self) -> dict:
+        """What a study's results depend on; a resumed study must not change any of it."""
+        return {"base_preset": self.base_preset, "budget_minutes": self.budget_minutes,
+                "max_steps": self.max_steps, "model_overrides": dict(self.model_overrides),
+                "training_overrides": dict(self.training_overrides),
+                "data_dir": str(pathlib.Path(self.data_dir).resolve())}
+
+
+class StudyMismatch(ValueError):
+    """A study directory was started with other settings than the ones given now."""
+
+
+def _check_same_study(out: pathlib.Path, options: StudyOptions) -> None:
+    """Records the study's defining settings on its first run; later runs must match them
+    (rows already trained under other settings would otherwise be mixed into the table)."""
+    path = out / STUDY_FILE
+    wanted = json.loads(json.dumps(options.defining_fields()))
+    if not path.exists():
+        path.write_text(json.dumps(wanted, indent=2))
+        return
+    recorded = json.loads(path.read_text())
+    changed = sorted(k for k in set(wanted) | set(recorded) if wanted.get(k) != recorded.get(k))
+    if changed:
+        details = "; ".join(f"{k}: was {recorded.get(k)!r}, now {wanted.get(k)!r}"
+                            for k in changed)
+        raise StudyMismatch(f"{path}: this study was started with other settings ({details}); "
+                            "use another --out, or the same settings to resume it")
+
+
+def base_of_study(options: StudyOptions, vocab_size: int) -> tuple[ModelConfig, float]:
+    """(the base model config, the base label smoothing) the rows are derived from."""
+    preset = get_preset(options.base_preset)
+    model = preset.model.replace(**options.model_overrides, vocab_size=vocab_size)
+    smoothing = options.training_overrides.get("label_smoothing",
+                                               preset.training.label_smoothing)
+    return model, smoothing
 
 
 def _row_budget_left(row_dir: pathlib.Path, options: StudyOptions) -> float | None:
@@ -194,7 +236,8 @@ def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_l
     return train(TrainOptions(
         data_dir=options.data_dir, model_dir=str(row_dir / "model"), preset=options.base_preset,
         model_overrides=model_changes,
-        training_overrides={"label_smoothing": row.label_smoothing},
+        training_overrides={**options.training_overrides,
+                            "label_smoothing": row.label_smoothing},
         max_steps=options.max_steps, max_minutes=minutes_left if minutes_left else None,
         eval_every=options.eval_every, precision=options.precision, verbose=options.verbose))
 
@@ -252,11 +295,12 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
                          "the Transformer")
     from transformer_tf.data.prepared import load_prepared
 
-    vocab = load_prepared(options.data_dir).vocab_size
-    rows = define_rows(base.model.replace(vocab_size=vocab), base.training.label_smoothing,
-                       options.groups)
+    base_model, base_smoothing = base_of_study(options,
+                                               load_prepared(options.data_dir).vocab_size)
+    rows = define_rows(base_model, base_smoothing, options.groups)
     out = pathlib.Path(options.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    _check_same_study(out, options)
     results = []
     for index, row in enumerate(rows, start=1):
         row_dir = out / "rows" / row.directory_name
@@ -303,9 +347,13 @@ def format_table(results: list[dict], options: StudyOptions | None = None) -> st
     if options is not None:
         budget = (f"{options.budget_minutes:g} minutes" if options.budget_minutes is not None
                   else f"{options.max_steps} steps")
-        lines += ["", f"Base preset `{options.base_preset}`, {budget} per row, dev set, beam 4, "
-                      "alpha 0.6, final checkpoint (no averaging). Rows scaled around the base "
-                      "as in transformer_tf/variations.py."]
+        parts = [f"{kind} {', '.join(f'{k}={v}' for k, v in sorted(values.items()))}"
+                 for kind, values in (("model", options.model_overrides),
+                                      ("training", options.training_overrides)) if values]
+        changes = f" changed by {'; '.join(parts)}" if parts else ""
+        lines += ["", f"Base preset `{options.base_preset}`{changes}, {budget} per row, dev "
+                      "set, beam 4, alpha 0.6, final checkpoint (no averaging). Rows scaled "
+                      "around the base as in transformer_tf/variations.py."]
     return "\n".join(lines) + "\n"
 
 
@@ -325,5 +373,5 @@ def format_counts(counts: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Row", "StudyOptions", "define_rows", "parameter_count", "count_rows", "run_study",
-           "format_table", "format_counts"]
+__all__ = ["Row", "StudyOptions", "StudyMismatch", "base_of_study", "define_rows",
+           "parameter_count", "count_rows", "run_study", "format_table", "format_counts"]

@@ -1,12 +1,13 @@
 """The flags that choose and adjust a model, shared by the commands that train one
-(train, main_job): --model, --preset, --model-option, --training-option."""
+(train, main_job; parse_job and variations take the two option flags only): --model,
+--preset, --model-option, --training-option."""
 from __future__ import annotations
 
 import argparse
 
 from transformer_tf.config import (
-    DEFAULT_PRESETS, PRESET_NAMES, ConfigError, TrainingConfig, choose_preset, get_preset,
-    parse_overrides)
+    DEFAULT_PRESETS, PRESET_NAMES, ConfigError, ModelConfig, TrainingConfig, choose_preset,
+    get_preset, parse_overrides)
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -16,11 +17,30 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=PRESET_NAMES,
                         help="model and training preset (default: multi30k, or the "
                              "--model family's)")
+    add_option_flags(parser)
+
+
+def add_option_flags(parser: argparse.ArgumentParser,
+                     model_help: str = "override a field of the preset's model config, e.g. "
+                                       "d_model=256 (repeatable)",
+                     training_help: str = "override a TrainingConfig field, e.g. "
+                                          "clip_norm=1.0 (repeatable)") -> None:
     parser.add_argument("--model-option", action="append", metavar="FIELD=VALUE",
-                        help="override a field of the preset's model config, e.g. "
-                             "d_model=256 (repeatable)")
+                        help=model_help)
     parser.add_argument("--training-option", action="append", metavar="FIELD=VALUE",
-                        help="override a TrainingConfig field, e.g. clip_norm=1.0 (repeatable)")
+                        help=training_help)
+
+
+def resolve_option_flags(parser: argparse.ArgumentParser, args,
+                         model_class=ModelConfig) -> tuple[dict, dict]:
+    """(model overrides, training overrides) of `add_option_flags`' flags, the model fields
+    checked against `model_class`; a bad value ends the command through `parser.error`
+    (exit 2, naming the flag)."""
+    try:
+        return (parse_overrides(args.model_option, model_class, "--model-option"),
+                parse_overrides(args.training_option, TrainingConfig, "--training-option"))
+    except ConfigError as error:
+        parser.error(str(error))
 
 
 def resolve_model_flags(parser: argparse.ArgumentParser, args) -> tuple[str, dict, dict]:
@@ -28,10 +48,6 @@ def resolve_model_flags(parser: argparse.ArgumentParser, args) -> tuple[str, dic
     a bad value ends the command through `parser.error` (exit 2, naming the flag)."""
     try:
         preset = choose_preset(args.model, args.preset)
-        model_overrides = parse_overrides(args.model_option, type(get_preset(preset).model),
-                                          "--model-option")
-        training_overrides = parse_overrides(args.training_option, TrainingConfig,
-                                             "--training-option")
     except ConfigError as error:
         parser.error(str(error))
-    return preset, model_overrides, training_overrides
+    return (preset, *resolve_option_flags(parser, args, type(get_preset(preset).model)))

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from transformer_tf import console
+from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import PRESET_NAMES
 
 
@@ -48,10 +49,8 @@ def main(argv=None):
                         help="output length limit = input + this (default: preset's, 300)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per decode batch")
     parser.add_argument("--saved-model-dir", help="export here (default WORK/saved_model/1)")
-    parser.add_argument("--model-option", action="append", metavar="FIELD=VALUE",
-                        help="override a ModelConfig field (repeatable)")
-    parser.add_argument("--training-option", action="append", metavar="FIELD=VALUE",
-                        help="override a TrainingConfig field (repeatable)")
+    add_option_flags(parser, "override a ModelConfig field (repeatable)",
+                     "override a TrainingConfig field (repeatable)")
     parser.add_argument("--precision", default="auto",
                         choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"))
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -65,15 +64,9 @@ def _run(parser, args) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("absl").setLevel(logging.WARNING)
 
-    from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig, parse_overrides
     from transformer_tf.data.corpora import DATA_ENV_VAR
 
-    try:
-        model_overrides = parse_overrides(args.model_option, ModelConfig, "--model-option")
-        training_overrides = parse_overrides(args.training_option, TrainingConfig,
-                                             "--training-option")
-    except ConfigError as error:
-        parser.error(str(error))
+    model_overrides, training_overrides = resolve_option_flags(parser, args)
     treebank = args.treebank
     if treebank is None:
         root = os.environ.get(DATA_ENV_VAR)

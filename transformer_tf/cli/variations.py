@@ -4,11 +4,17 @@ on the development set; resumable. See transformer_tf/variations.py for the rows
   python scripts/variations.py --data runs/multi30k_en_de/data --budget-minutes 12 \\
       --out runs/variations                           # all rows around the multi30k preset
   python scripts/variations.py --count-only           # parameter column at the paper's scale
+
+--model-option and --training-option change the base before the rows are derived from it
+(e.g. a smaller batch and a shorter warm-up so that a short budget is not spent in the
+warm-up); a study directory remembers its settings and refuses to resume with others.
 """
 import argparse
 import logging
+import sys
 
 from transformer_tf import console
+from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import PRESET_NAMES
 from transformer_tf.variations import ROW_GROUPS
 
@@ -25,6 +31,10 @@ def main(argv=None):
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget-minutes", type=float, help="training minutes per row")
     budget.add_argument("--max-steps", type=int, help="training steps per row")
+    add_option_flags(parser, "change the base model before the rows are derived, e.g. "
+                             "num_layers=2 (repeatable)",
+                     "training change shared by every row, e.g. tokens_per_batch=2048 "
+                     "(repeatable)")
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--count-only", action="store_true",
@@ -41,7 +51,8 @@ def main(argv=None):
 
 
 def _run(parser, args, groups) -> int:
-    from transformer_tf.variations import StudyOptions, count_rows, format_counts, run_study
+    from transformer_tf.variations import (
+        StudyMismatch, StudyOptions, count_rows, format_counts, run_study)
 
     if args.count_only:
         print(format_counts(count_rows(groups)), end="")
@@ -50,12 +61,19 @@ def _run(parser, args, groups) -> int:
         parser.error("--data and --out are needed (or --count-only)")
     if args.budget_minutes is None and args.max_steps is None:
         parser.error("give --budget-minutes or --max-steps")
+    model_overrides, training_overrides = resolve_option_flags(parser, args)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     options = StudyOptions(data_dir=args.data, out_dir=args.out, base_preset=args.base,
                            groups=groups, budget_minutes=args.budget_minutes,
                            max_steps=args.max_steps, eval_every=args.eval_every,
-                           precision=args.precision, verbose=0 if args.quiet else 1)
-    run_study(options)
+                           precision=args.precision, verbose=0 if args.quiet else 1,
+                           model_overrides=model_overrides,
+                           training_overrides=training_overrides)
+    try:
+        run_study(options)
+    except StudyMismatch as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(open(f"{args.out}/variations.md", encoding="utf-8").read(), end="")
     return 0
 
