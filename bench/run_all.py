@@ -211,14 +211,18 @@ def _meets(value, target):
     return None if value is None else value >= target
 
 
+OUR_VARIANTS = ("xla", "chunked", "chunked_xla")
+
+
 def compare(entry: dict) -> dict:
     """Adds the comparison of ours with the peer to a benchmark entry (in place; returned).
 
-    `entry` holds "ours", "peer" and optionally "ours_xla", in one metric and unit; what
-    else it holds decides what is added (a None input gives a None result):
+    `entry` holds "ours", "peer" and optionally "ours_xla" or "ours_chunked" (our other
+    variants), in one metric and unit; what else it holds decides what is added (a None
+    input gives a None result):
 
       always                      "ratio" = ours / peer
-      "ours_xla"                  "ratio_xla" = ours_xla / peer
+      "ours_<variant>"            "ratio_<variant>" = ours_<variant> / peer
       "<who>_gflops" (GFLOP/s),   "<who>_fraction_of_peak" = <who>_gflops / peak_gflops,
         who in ours, ours_xla,      for each of the three present
         peer; "peak_gflops"
@@ -227,14 +231,16 @@ def compare(entry: dict) -> dict:
                                     fraction of peak >= it
     """
     entry["ratio"] = _ratio(entry["ours"], entry["peer"])
-    if "ours_xla" in entry:
-        entry["ratio_xla"] = _ratio(entry["ours_xla"], entry["peer"])
+    for variant in OUR_VARIANTS:
+        if f"ours_{variant}" in entry:
+            entry[f"ratio_{variant}"] = _ratio(entry[f"ours_{variant}"], entry["peer"])
     for who in ("ours", "ours_xla", "peer"):
         if f"{who}_gflops" in entry:
             entry[f"{who}_fraction_of_peak"] = _fraction(entry[f"{who}_gflops"],
                                                          entry.get("peak_gflops"))
     if "target_ratio" in entry:
-        entry["meets_target"] = _meets(_best(entry, "ratio", "ratio_xla"), entry["target_ratio"])
+        entry["meets_target"] = _meets(
+            _best(entry, "ratio", *(f"ratio_{v}" for v in OUR_VARIANTS)), entry["target_ratio"])
     if "target_fraction_of_peak" in entry:
         entry["meets_peak_target"] = _meets(
             _best(entry, "ours_fraction_of_peak", "ours_xla_fraction_of_peak"),
@@ -526,6 +532,13 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
     ours, ours_error = runner.run("serving_savedmodel", "serving",
                                   ["--engine", "savedmodel", "--model",
                                    prepared["savedmodel"], *args])
+    variants = {}
+    for variant in ("chunked", "chunked_xla"):
+        variants[variant] = runner.run(f"serving_savedmodel_{variant}", "serving",
+                                       ["--engine", "savedmodel", "--model",
+                                        prepared[f"savedmodel_{variant}"], *args,
+                                        *(["--warm-up-buckets"] if variant.endswith("xla")
+                                          else [])])
     peer, peer_error = runner.run("serving_ctranslate2", "serving",
                                   ["--engine", "ctranslate2", "--model",
                                    prepared["ctranslate2"], *args], needs=["ctranslate2"])
@@ -535,15 +548,20 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
 
     for batch in (1, 8, 64):
         mine, theirs = run_of(ours, batch), run_of(peer, batch)
+        variant_runs = {v: run_of(result, batch) for v, (result, _) in variants.items()}
         entry = {
             "metric": "sentences_per_s", "higher_is_better": True,
             "ours": _get(mine, "sentences_per_s"), "peer": _get(theirs, "sentences_per_s"),
+            **{f"ours_{v}": _get(r, "sentences_per_s") for v, r in variant_runs.items()},
+            **{f"ours_{v}_error": error for v, (_, error) in variants.items()},
+            "chunk_size": prepared.get("chunk_size"),
             "peer_name": "CTranslate2 float32 on the converted checkpoint (+ sentencepiece)",
             "ours_error": ours_error, "peer_missing": peer_error,
             "ours_target_tokens_per_s": _get(mine, "target_tokens_per_s"),
             "peer_target_tokens_per_s": _get(theirs, "target_tokens_per_s"),
             "model_dir": str(model_dir), "checkpoint": prepared.get("checkpoint"),
-            "details": {"ours": mine, "peer": theirs,
+            "details": {"ours": mine, **{f"ours_{v}": r for v, r in variant_runs.items()},
+                        "peer": theirs,
                         "ours_decoding": _get(ours, "decoding"),
                         "peer_decoding": _get(peer, "decoding")},
         }

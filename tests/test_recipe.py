@@ -49,7 +49,7 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
             "bleu_lowercase_tokenized"} <= set(scores)
     assert scores["signature"].startswith("nrefs:1|case:mixed")
     saved_model = pathlib.Path(paths["saved_model"])
-    assert saved_model == saved / "multi30k_en_de" / "1"
+    assert saved_model == saved / "work" / "1"  # named after the run directory
     assert (saved_model / "saved_model.pb").exists()
     assert len(summary["demo_translations"]) == 3
     validation = EventAccumulator(str(work / "model" / "logs" / "validation"))
@@ -59,3 +59,13 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     assert [event.step for event in validation.Tensors("bleu")] == [8, 16, 24]
     assert "SavedModel" in result.stdout and "sacreBLEU" in result.stdout
     assert f"kept {summary['chosen']}" in result.stdout
+
+
+def test_runs_of_other_presets_get_their_own_directory_and_export():
+    from transformer_tf.recipe import RecipeOptions, _resolved_work_dir
+
+    assert _resolved_work_dir(RecipeOptions()) == pathlib.Path("runs/multi30k_en_de")
+    convs2s = _resolved_work_dir(RecipeOptions(preset="convs2s_multi30k", target_language="fr"))
+    assert convs2s == pathlib.Path("runs/multi30k_en_fr_convs2s_multi30k")
+    given = _resolved_work_dir(RecipeOptions(preset="tiny", work_dir="x/y"))
+    assert given == pathlib.Path("x/y")

@@ -391,11 +391,20 @@ class DecodingConfig(_Serialisable):
       beam_size: hypotheses kept per sentence (paper: 4); 1 is greedy.
       alpha: GNMT length penalty exponent, ((5 + len) / 6) ** alpha (paper: 0.6).
       max_extra_length: output may be at most input length + this (paper: 50).
+      chunk_size: N > 0 sorts a batch by source length and searches it N rows at a time
+        (`decoding.model_search.search_model_by_length`): the same outputs, less work on
+        batches of mixed lengths (serving: 1.34x the sentences/s of the whole batch at
+        once, on batches of 64 Multi30k sentences, beam 4, 2 CPU cores; 8 and 32 rows
+        were slower than 16). 0 searches a batch as it comes.
+      xla: compile each chunk's search with XLA, for a fixed set of shapes (chunk sizes,
+        source lengths in steps of 8); needs chunk_size > 0.
     """
 
     beam_size: int = 4
     alpha: float = 0.6
     max_extra_length: int = 50
+    chunk_size: int = 16
+    xla: bool = False
 
     def __post_init__(self):
         _check(isinstance(self.beam_size, int) and self.beam_size > 0, "beam_size",
@@ -403,6 +412,10 @@ class DecodingConfig(_Serialisable):
         _check(self.alpha >= 0, "alpha", f"expected a non-negative number, got {self.alpha!r}")
         _check(isinstance(self.max_extra_length, int) and self.max_extra_length >= 0,
                "max_extra_length", f"expected a non-negative integer, got {self.max_extra_length!r}")
+        _check(isinstance(self.chunk_size, int) and self.chunk_size >= 0, "chunk_size",
+               f"expected a non-negative integer, got {self.chunk_size!r}")
+        _check(not self.xla or self.chunk_size > 0, "xla",
+               "the XLA search compiles fixed chunk shapes: give chunk_size > 0 too")
 
 
 @dataclasses.dataclass(frozen=True)

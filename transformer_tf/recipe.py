@@ -28,6 +28,7 @@ import tensorflow as tf
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.prepare import prepare_dataset
 from transformer_tf.data.prepared import METADATA_FILE, load_prepared
+from transformer_tf.data.textio import CorpusError
 from transformer_tf.evaluation import evaluate
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
@@ -54,6 +55,7 @@ class RecipeOptions:
     source_language: str = "en"
     target_language: str = "de"
     vocab_size: int = 8000
+    subword: str = "bpe"
     data_dir: str | None = None
     work_dir: str | None = None
     preset: str = "multi30k"
@@ -77,7 +79,11 @@ class RecipeOptions:
 
 
 def _resolved_work_dir(options: RecipeOptions) -> pathlib.Path:
+    """runs/<dataset>_<src>_<tgt>, with _<preset> added for any preset but the default
+    one (so `--model convs2s` does not land in the Transformer's run), unless given."""
     name = f"{options.dataset}_{options.source_language}_{options.target_language}"
+    if options.preset != RecipeOptions.preset:
+        name += f"_{options.preset}"
     return pathlib.Path(options.work_dir or pathlib.Path("runs") / name)
 
 
@@ -100,14 +106,20 @@ def run_recipe(options: RecipeOptions) -> dict:
     data_dir, model_dir = work_dir / "data", work_dir / "model"
     src, tgt = options.source_language, options.target_language
 
-    _step(f"1/6 prepare {options.dataset} {src}->{tgt} with a shared BPE of "
+    subword_name = {"bpe": "BPE", "wordpiece": "word-piece vocabulary"}[options.subword]
+    _step(f"1/6 prepare {options.dataset} {src}->{tgt} with a shared {subword_name} of "
           f"{options.vocab_size} pieces -> {data_dir}")
     if (data_dir / METADATA_FILE).exists():
         prepared = load_prepared(data_dir)
+        prepared_subword = prepared.metadata["bpe"]["model_type"]
+        if prepared_subword != options.subword:
+            raise CorpusError(f"{data_dir / METADATA_FILE}: prepared with {prepared_subword}, "
+                              f"not {options.subword}; choose another --work-dir")
         print(f"already prepared: {data_dir}")
     else:
         prepared = prepare_dataset(options.dataset, src, tgt, data_dir,
-                                   bpe_options=bpe_lib.BpeOptions(vocab_size=options.vocab_size),
+                                   bpe_options=bpe_lib.BpeOptions(vocab_size=options.vocab_size,
+                                                                  subword=options.subword),
                                    data_dir=options.data_dir)
     stage_done("prepare")
 
@@ -157,7 +169,7 @@ def run_recipe(options: RecipeOptions) -> dict:
     print(report.format_text())
     stage_done("test_decode_and_score")
 
-    name = options.export_name or f"{options.dataset}_{src}_{tgt}"
+    name = options.export_name or work_dir.name  # one export per run directory
     export_dir = pathlib.Path(options.saved_models_dir) / name / str(options.export_version)
     _step(f"5/6 export the SavedModel -> {export_dir}")
     export_model_dir(model_dir, export_dir, checkpoint=chosen.checkpoint, overwrite=True,

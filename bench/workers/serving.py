@@ -13,7 +13,10 @@
 
 The first `--sentences` lines of `--source`, in file order (requests as they arrive, not
 sorted by length), cut into consecutive batches of each size; every batch is one call.
-Each batch size first gets one untimed warm-up call. Target tokens = sentencepiece pieces
+Each batch size first gets one untimed warm-up call; with --warm-up-buckets, every
+source length bucket gets one untimed call of each batch size first, made of sentences of
+that bucket (an XLA export compiles on the first request of each chunk shape and source
+length bucket). Target tokens = sentencepiece pieces
 of the output text + 1 (the EOS), counted the same way for both engines. Batch 1 also
 gives the latency percentiles of its calls. With --max-seconds a batch size stops after
 that many timed seconds (the figures then cover the sentences done).
@@ -87,6 +90,9 @@ def main(argv=None):
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--batch-sizes", default="1,8,64")
     parser.add_argument("--max-seconds", type=float, default=None)
+    parser.add_argument("--warm-up-buckets", action="store_true",
+                        help="one untimed call per source length bucket and batch size "
+                             "before timing (XLA exports)")
     args = parser.parse_args(argv)
     report = {"benchmark": "serving", "engine": args.engine,
               "load_average_start": common.load_average(), "runs": []}
@@ -97,6 +103,19 @@ def main(argv=None):
     report.update(load_seconds=round(time.perf_counter() - started, 2), decoding=decoding,
                   versions=versions, threads=common.THREADS)
     import sentencepiece  # not transformer_tf.data.bpe: the CT2 worker runs without TF
+
+    if args.warm_up_buckets:
+        from transformer_tf.decoding.model_search import XLA_LENGTH_BUCKET
+
+        started = time.perf_counter()
+        by_bucket = {}
+        for sentence, ids in zip(sentences, processor.encode(sentences)):
+            by_bucket.setdefault(-(-(len(ids) + 1) // XLA_LENGTH_BUCKET), []).append(sentence)
+        for batch_size in common.csv_list(args.batch_sizes, int):
+            for group in by_bucket.values():
+                translate((group * batch_size)[:batch_size])
+        report["warm_up_seconds"] = round(time.perf_counter() - started, 1)
+        report["warm_up_buckets"] = len(by_bucket)
 
     processor = sentencepiece.SentencePieceProcessor(model_proto=bpe_proto)
     for batch_size in common.csv_list(args.batch_sizes, int):

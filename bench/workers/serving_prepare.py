@@ -4,7 +4,9 @@
         [--beam-size 4 --alpha 0.6]
 
 Writes DIR/savedmodel (scripts/export.py's SavedModel, with this beam and alpha baked into
-serving_default) and DIR/ctranslate2 (scripts/export_ctranslate2.py's model, the same
+serving_default), DIR/savedmodel_chunked (the same with --chunk-size: each request
+searched sorted by source length, that many rows at a time), DIR/savedmodel_chunked_xla
+(the same, each chunk's search compiled by XLA) and DIR/ctranslate2 (scripts/export_ctranslate2.py's model, the same
 checkpoint: MDIR's averaged one if present, else its latest). Prints their paths as JSON.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ def main(argv=None):
     parser.add_argument("--out", required=True)
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6)
+    parser.add_argument("--chunk-size", type=int, default=16)
     args = parser.parse_args(argv)
     from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
     from transformer_tf.export.saved_model import export_model_dir
@@ -35,9 +38,17 @@ def main(argv=None):
     started = time.perf_counter()
     saved = export_model_dir(args.model_dir, out / "savedmodel", overwrite=True,
                              beam_size=args.beam_size, alpha=args.alpha)
+    chunked = export_model_dir(args.model_dir, out / "savedmodel_chunked", overwrite=True,
+                               beam_size=args.beam_size, alpha=args.alpha,
+                               chunk_size=args.chunk_size)
+    chunked_xla = export_model_dir(args.model_dir, out / "savedmodel_chunked_xla",
+                                   overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
+                                   chunk_size=args.chunk_size, xla=True)
     converted = export_model_dir_ctranslate2(args.model_dir, out / "ctranslate2", overwrite=True,
                                              beam_size=args.beam_size, alpha=args.alpha)
-    common.emit({"savedmodel": str(saved), "ctranslate2": str(converted),
+    common.emit({"savedmodel": str(saved), "savedmodel_chunked": str(chunked),
+                 "savedmodel_chunked_xla": str(chunked_xla),
+                 "chunk_size": args.chunk_size, "ctranslate2": str(converted),
                  "checkpoint": pick_checkpoint(args.model_dir),
                  "beam_size": args.beam_size, "alpha": args.alpha,
                  "seconds": round(time.perf_counter() - started, 1)})

@@ -103,8 +103,9 @@ def test_decoder_is_causal():
         assert np.abs(new[:, t:] - logits[:, t:]).max() > 1e-3  # the test can see a change
 
 
+@pytest.mark.parametrize("cache_length", [10, None])  # None: the growing cache
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_cached_decoding_reproduces_teacher_forced_logits(variant):
+def test_cached_decoding_reproduces_teacher_forced_logits(variant, cache_length):
     rng = np.random.default_rng(3)
     config = SMALL.replace(**VARIANTS[variant])
     model = Transformer(config)
@@ -114,7 +115,8 @@ def test_cached_decoding_reproduces_teacher_forced_logits(variant):
 
     @tf.function
     def decode_all(source, target):
-        state = model.init_cache(model.encode(source), max_length=10)
+        state = model.init_cache(model.encode(source), max_length=cache_length)
+        assert state.per_beam_grows == (cache_length is None)
         steps = []
         for t in range(target.shape[1]):
             logits, state = model.decode_step(target[:, t], tf.constant(t), state)
@@ -124,6 +126,28 @@ def test_cached_decoding_reproduces_teacher_forced_logits(variant):
     cached = decode_all(tf.constant(source), tf.constant(target)).numpy()
     for b, length in enumerate(target_lengths):
         np.testing.assert_allclose(cached[b, :length], full[b, :length], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_growing_and_fixed_caches_find_the_same_hypotheses(beam_size):
+    """The searches with a growing cache (search_model's) and with a fixed one of the
+    longest output's size (as under XLA) give the same ids and scores."""
+    from transformer_tf.config import DecodingConfig
+    from transformer_tf.decoding.model_search import search_model, search_with_lengths
+
+    rng = np.random.default_rng(8)
+    model = Transformer(SMALL)
+    model.build()
+    source, _ = random_batch(rng, SMALL, [9, 3, 6, 1], [2, 2, 2, 2])
+    decoding = DecodingConfig(beam_size=beam_size, alpha=0.6, max_extra_length=5)
+    grown = search_model(model, tf.constant(source), decoding, n_best=beam_size)
+    lengths = np.minimum((source != 0).sum(1) + 5, model.max_target_length)
+    fixed = search_with_lengths(model, tf.constant(source), beam_size=beam_size, alpha=0.6,
+                                n_best=beam_size, max_lengths=lengths,
+                                cache_length=int(lengths.max()))
+    np.testing.assert_array_equal(grown.ids, fixed.ids)
+    np.testing.assert_allclose(grown.scores, fixed.scores, rtol=1e-5, atol=1e-6)
+    assert int(grown.num_steps) == int(fixed.num_steps)
 
 
 def test_dropout_is_active_only_in_training():

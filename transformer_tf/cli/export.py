@@ -25,6 +25,14 @@ def main(argv=None):
     parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
     parser.add_argument("--max-extra-length", type=int,
                         help="output length limit = input length + this (default 50)")
+    parser.add_argument("--chunk-size", type=int,
+                        help="search each request sorted by source length, this many rows at "
+                             "a time (same outputs, less work on mixed lengths); 0: the whole "
+                             "batch at once (default: the run's, 16)")
+    parser.add_argument("--xla", action="store_true", default=None,
+                        help="compile each chunk's search with XLA (needs --chunk-size; each "
+                             "chunk shape and source length bucket of 8 compiles on its "
+                             "first request)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.add_argument("--ids-only", action="store_true",
                         help="export the ids-in, ids-out variant without the tokenizer, for "
@@ -45,7 +53,8 @@ def _run(args) -> int:
     try:
         path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
                                 ids_only=args.ids_only, beam_size=args.beam_size, alpha=args.alpha,
-                                max_extra_length=args.max_extra_length)
+                                max_extra_length=args.max_extra_length,
+                                chunk_size=args.chunk_size, xla=args.xla)
     except (FileExistsError, FileNotFoundError, ValueError) as error:  # ConfigError too
         print(f"error: {error}", file=sys.stderr)
         return 2

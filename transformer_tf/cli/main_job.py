@@ -15,6 +15,7 @@ Examples:
 """
 import argparse
 import logging
+import sys
 
 from transformer_tf import console
 from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
@@ -29,10 +30,14 @@ def main(argv=None):
     parser.add_argument("--tgt", default="de", help="target language (default de; fr works)")
     parser.add_argument("--vocab-size", type=int, default=8000,
                         help="shared BPE vocabulary size (default 8000; paper 37000 for WMT)")
+    parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
+                        help="shared subword vocabulary: sentencepiece BPE (default) or "
+                             "tensorflow-text word pieces (the paper's En-Fr setup)")
     parser.add_argument("--data-dir", help="where the raw corpus is (default: "
                                            "$TRANSFORMER_TF_DATA, else download)")
     parser.add_argument("--work-dir", help="where data/, model/ and results go "
-                                           "(default runs/<dataset>_<src>_<tgt>)")
+                                           "(default runs/<dataset>_<src>_<tgt>, plus "
+                                           "_<preset> for a preset other than multi30k)")
     add_model_flags(parser)
     parser.add_argument("--train-minutes", type=float, default=60.0,
                         help="training time budget of this invocation in minutes "
@@ -53,7 +58,8 @@ def main(argv=None):
                         help="beam size (default: the preset's; 4 Transformer, 5 ConvS2S)")
     parser.add_argument("--alpha", type=float, help="length penalty (default: the preset's, 0.6)")
     parser.add_argument("--test-limit", type=int, help="decode only the first N test sentences")
-    parser.add_argument("--export-name", help="saved_models/NAME (default <dataset>_<src>_<tgt>)")
+    parser.add_argument("--export-name",
+                        help="saved_models/NAME (default: the work directory's name)")
     parser.add_argument("--export-version", type=int, default=1, help="version (default 1)")
     parser.add_argument("--saved-models-dir", default="saved_models",
                         help="root of exported models (default saved_models)")
@@ -70,6 +76,7 @@ def main(argv=None):
 def _run(parser, args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
+    from transformer_tf.data.textio import CorpusError
     from transformer_tf.recipe import RecipeOptions, format_summary, run_recipe
 
     args.preset, model_overrides, training_overrides = resolve_model_flags(parser, args)
@@ -78,7 +85,8 @@ def _run(parser, args) -> int:
         parser.error("--train-minutes 0 needs --epochs or --max-steps")
     options = RecipeOptions(
         dataset=args.dataset, source_language=args.src, target_language=args.tgt,
-        vocab_size=args.vocab_size, data_dir=args.data_dir, work_dir=args.work_dir,
+        vocab_size=args.vocab_size, subword=args.subword, data_dir=args.data_dir,
+        work_dir=args.work_dir,
         preset=args.preset, train_minutes=minutes, epochs=args.epochs,
         max_steps=args.max_steps, eval_every=args.eval_every, average_last=args.average_last,
         beam_size=args.beam_size, alpha=args.alpha, test_limit=args.test_limit,
@@ -87,7 +95,11 @@ def _run(parser, args) -> int:
         model_overrides=model_overrides, training_overrides=training_overrides,
         validation_sentences=args.validation_sentences, precision=args.precision,
         verbose=0 if args.quiet else 1)
-    summary = run_recipe(options)
+    try:
+        summary = run_recipe(options)
+    except CorpusError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(format_summary(summary))
     return 0
 

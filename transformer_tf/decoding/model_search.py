@@ -33,11 +33,15 @@ class DecoderState(NamedTuple):
         caches, input buffers): tiled, then gathered by the surviving beams every step.
       constants: nested tensors without a batch dimension (weights rearranged once per
         search); neither tiled nor reordered.
+      per_beam_grows: True when `decode_step` returns `per_beam` tensors longer than it got
+        (a growing cache): the searches then let their shapes change between steps
+        (graph mode only; XLA needs fixed shapes).
     """
 
     per_sentence: Any
     per_beam: Any
     constants: Any = ()
+    per_beam_grows: bool = False
 
 
 def _forbidden_token_bias(vocab_size: int, token_ids: Sequence[int]) -> tf.Tensor:
@@ -73,9 +77,11 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
     source_ids = tf.cast(source_ids, tf.int32)
     max_lengths = tf.minimum(source_lengths(source_ids) + decoding.max_extra_length,
                              model.max_target_length)
+    # A growing decoder state where the model has one: a step then costs its own length,
+    # not the longest output allowed (source length + max_extra_length).
     return search_with_lengths(
         model, source_ids, beam_size=decoding.beam_size, alpha=decoding.alpha, n_best=n_best,
-        max_lengths=max_lengths, cache_length=tf.maximum(tf.reduce_max(max_lengths), 1),
+        max_lengths=max_lengths, cache_length=None,
         forbidden_ids=sorted({PAD_ID, BOS_ID, *forbidden_ids}))
 
 
@@ -90,7 +96,8 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
       source_ids: int32 [batch, source_length].
       beam_size, alpha, n_best: as in `DecodingConfig` (beam_size 1: greedy).
       max_lengths: int32 [batch] or scalar, tokens allowed per sentence (EOS included).
-      cache_length: the decoder cache's size in positions (>= max(max_lengths)).
+      cache_length: the decoder cache's size in positions (>= max(max_lengths)); None: a
+        state that grows step by step, where the model has one (graph mode, not XLA).
       max_decode_length: static output size, or None (derived from max_lengths).
       forbidden_ids: ids that can never be produced (their logits get -1e9).
     """
@@ -104,12 +111,112 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
 
     def step_fn(ids, step, per_beam):
         logits, new_state = model.decode_step(
-            ids, step, DecoderState(per_sentence, per_beam, constants))
+            ids, step, DecoderState(per_sentence, per_beam, constants, state.per_beam_grows))
         return tf.cast(logits, tf.float32) + forbidden, new_state.per_beam
 
     common = dict(max_decode_length=max_decode_length, eos_id=EOS_ID, bos_id=BOS_ID,
-                  pad_id=PAD_ID)
+                  pad_id=PAD_ID, cache_grows=state.per_beam_grows)
     if beam_size == 1:
         return greedy_search(step_fn, state.per_beam, batch_size, max_lengths, **common)
     return beam_search(step_fn, state.per_beam, batch_size, beam_size, max_lengths,
                        alpha=alpha, n_best=n_best, **common)
+
+
+XLA_LENGTH_BUCKET = 8  # source positions: compiled searches are for multiples of this
+
+
+def _next_power_of_two(n) -> tf.Tensor:
+    """int32 scalar: the smallest power of two >= max(n, 1)."""
+    powers = tf.constant([2 ** i for i in range(31)], tf.int32)
+    n = tf.reshape(tf.maximum(tf.cast(n, tf.int32), 1), [1])
+    return powers[tf.searchsorted(powers, n, side="left")[0]]
+
+
+def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_size: int,
+                           n_best: int = 1, forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID),
+                           jit_compile: bool = False) -> SearchResult:
+    """`search_model` on the batch sorted by source length and cut into chunks of
+    `chunk_size` rows, searched one after the other; results in the caller's row order.
+
+    A search runs every row of its batch until the batch's last sentence ends, and pads
+    every source to the batch's longest: in a batch of mixed lengths most of that work is
+    wasted. Chunks of similar lengths stop early and pad little. Rows are independent, so
+    the ids are those of `search_model` (scores up to float rounding of other batch shapes).
+
+    A chunk has `chunk_size` rows, or for a smaller batch the power of two that holds it;
+    the last chunk is filled with lone-EOS rows. With `jit_compile`, each chunk's search
+    is compiled by XLA. Its shapes come from a small fixed set, so each is compiled once:
+    those chunk sizes, the source padded up to a multiple of XLA_LENGTH_BUCKET positions
+    (at most the model's), outputs of that + max_extra_length positions (at most the
+    model's). The first request of each shape pays its compilation (seconds).
+
+    Args:
+      model, source_ids, decoding, n_best, forbidden_ids: as in `search_model`.
+      chunk_size: rows per chunk (a Python int >= 1).
+      jit_compile: compile each chunk's search with XLA (see above).
+
+    Returns:
+      `SearchResult` as `search_model`'s; ids are padded to the longest output length any
+      row of the whole batch may reach; num_steps is the sum over the chunks.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    source_ids = tf.cast(source_ids, tf.int32)
+    batch_size = tf.shape(source_ids)[0]
+    # Small batches get small chunks: the power of two that holds them, up to chunk_size.
+    chunk = tf.minimum(chunk_size, _next_power_of_two(batch_size))
+    num_chunks = (batch_size + chunk - 1) // chunk
+    # Fill the last chunk with lone-EOS rows (cheap: they end at the first step).
+    filler = tf.maximum(num_chunks * chunk - batch_size, 0)
+    eos_rows = tf.pad(tf.fill([filler, 1], EOS_ID), [[0, 0], [0, tf.shape(source_ids)[1] - 1]])
+    padded = tf.concat([source_ids, eos_rows], axis=0)
+    lengths = source_lengths(padded)
+    order = tf.argsort(lengths, stable=True)
+    chunks = tf.reshape(tf.gather(padded, order), [num_chunks, chunk, -1])
+    chunk_lengths = tf.reshape(tf.gather(lengths, order), [num_chunks, chunk])
+    max_output = tf.maximum(tf.reduce_max(tf.minimum(
+        lengths + decoding.max_extra_length, model.max_target_length)), 1)
+
+    forbidden_ids = sorted({PAD_ID, BOS_ID, *forbidden_ids})
+
+    def compiled_search(ids):  # ids [chunk_size, bucket]: shapes XLA compiles for
+        width = tf.minimum(tf.shape(ids)[1] + decoding.max_extra_length,
+                           model.max_target_length)
+        return search_with_lengths(
+            model, ids, beam_size=decoding.beam_size, alpha=decoding.alpha, n_best=n_best,
+            max_lengths=tf.minimum(source_lengths(ids) + decoding.max_extra_length,
+                                   model.max_target_length),
+            cache_length=width, max_decode_length=width, forbidden_ids=forbidden_ids)
+
+    compiled_search = tf.function(compiled_search, jit_compile=True)
+
+    def search_chunk(inputs):
+        ids, row_lengths = inputs
+        width = tf.maximum(tf.reduce_max(row_lengths), 1)
+        if jit_compile:
+            width = tf.minimum(-(-width // XLA_LENGTH_BUCKET) * XLA_LENGTH_BUCKET,
+                               model.max_source_length)
+            ids = tf.pad(ids, [[0, 0], [0, tf.maximum(width - tf.shape(ids)[1], 0)]])
+            result = compiled_search(ids[:, :width])
+        else:
+            result = search_model(model, ids[:, :width], decoding, n_best=n_best,
+                                  forbidden_ids=forbidden_ids)
+        # Every row's output fits in max_output; a bucket's may be wider, or narrower.
+        room = tf.maximum(max_output - tf.shape(result.ids)[2], 0)
+        ids = tf.pad(result.ids, [[0, 0], [0, 0], [0, room]],
+                     constant_values=PAD_ID)[:, :, :max_output]
+        return SearchResult(ids, result.scores, result.lengths, result.num_steps)
+
+    spec = SearchResult(tf.TensorSpec([None, n_best, None], tf.int32),
+                        tf.TensorSpec([None, n_best], tf.float32),
+                        tf.TensorSpec([None, n_best], tf.int32),
+                        tf.TensorSpec([], tf.int32))
+    results = tf.map_fn(search_chunk, (chunks, chunk_lengths), fn_output_signature=spec,
+                        parallel_iterations=1)
+    restore = tf.math.invert_permutation(order)[:batch_size]
+
+    def unsort(t):
+        return tf.gather(tf.reshape(t, tf.concat([[-1], tf.shape(t)[2:]], 0)), restore)
+
+    return SearchResult(unsort(results.ids), unsort(results.scores), unsort(results.lengths),
+                        tf.reduce_sum(results.num_steps))

@@ -161,6 +161,19 @@ def _resolve_max_lengths(max_lengths, batch_size, max_decode_length):
     return max_lengths, max_decode_length
 
 
+def _shape_invariants(loop_vars, cache, cache_grows: bool):
+    """tf.while_loop's shape_invariants: None (every shape fixed) unless the cache grows,
+    then the loop variables' own shapes with the cache's relaxed to unknown sizes.
+    `loop_vars` holds `cache` as one of its (top-level) members."""
+    if not cache_grows:
+        return None
+    relaxed = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), cache)
+    if isinstance(loop_vars, _BeamState):
+        return tf.nest.map_structure(lambda t: t.shape, loop_vars._replace(cache=()))._replace(
+            cache=relaxed)
+    return tuple(v.shape for v in loop_vars[:-1]) + (relaxed,)
+
+
 def _log_probs(scores: tf.Tensor) -> tf.Tensor:
     return tf.nn.log_softmax(tf.cast(scores, tf.float32), axis=-1)
 
@@ -174,6 +187,7 @@ def greedy_search(
     bos_id: int = BOS_ID,
     max_decode_length: int | None = None,
     pad_id: int = PAD_ID,
+    cache_grows: bool = False,
 ) -> SearchResult:
     """Greedy decoding: the arg-max token at every position, until EOS or the maximum length.
 
@@ -187,6 +201,8 @@ def greedy_search(
       max_decode_length: static size L of the outputs (the length the cache was built for).
         None: the static maximum of `max_lengths` when known, else its dynamic maximum
         (under XLA a value-dependent shape: it compiles, but once per distinct value).
+      cache_grows: the step function returns cache tensors of other shapes than it got
+        (a growing cache; not under XLA).
 
     Returns:
       A `SearchResult` with n_best = 1: ids [B, 1, L], scores [B, 1] (summed log-probs,
@@ -223,7 +239,9 @@ def greedy_search(
         tf.zeros([batch_size], tf.int32),
         initial_cache,
     )
-    step, _, _, log_prob, seq, lengths, _ = tf.while_loop(cond, body, loop_vars)
+    step, _, _, log_prob, seq, lengths, _ = tf.while_loop(
+        cond, body, loop_vars,
+        shape_invariants=_shape_invariants(loop_vars, initial_cache, cache_grows))
     return SearchResult(
         ids=seq[:, None, :],
         scores=log_prob[:, None],
@@ -245,6 +263,7 @@ def beam_search(
     max_decode_length: int | None = None,
     pad_id: int = PAD_ID,
     early_stopping: bool = True,
+    cache_grows: bool = False,
 ) -> SearchResult:
     """Beam search with the GNMT length penalty; see the module doc for the exact rules.
 
@@ -267,6 +286,8 @@ def beam_search(
         (under XLA a value-dependent shape: it compiles, but once per distinct value).
       early_stopping: stop a sentence once no alive hypothesis can beat its n-best finished
         ones (exact: the result is the same either way, only faster).
+      cache_grows: the step function returns cache tensors of other shapes than it got
+        (a growing cache; not under XLA).
 
     Returns:
       A `SearchResult`: ids [B, n_best, L], scores [B, n_best] (log P / lp(length)),
@@ -346,7 +367,9 @@ def beam_search(
         finished_length=tf.zeros([batch_size, n], tf.int32),
         cache=tf.nest.map_structure(lambda x: tile_beams(x, k), initial_cache),
     )
-    (final,) = tf.while_loop(cond, body, (initial,))
+    invariants = _shape_invariants(initial, initial.cache, cache_grows)
+    (final,) = tf.while_loop(cond, body, (initial,),
+                             shape_invariants=None if invariants is None else (invariants,))
     step, fin_seq, fin_score, fin_len = (
         final.step, final.finished_seq, final.finished_score, final.finished_length)
 

@@ -29,6 +29,8 @@ _MASKED_LOGIT = -1e9
 class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
     """MultiHeadAttention with two kinds of cache for decoding.
 
+    - Growing self-attention cache (decoder, graph mode): with `append_to_cache`, the new
+      keys/values are appended, so step t reads and copies t positions, not max_length.
     - Self-attention cache (decoder): fixed-size key/value tensors
       [batch, heads, max_length, d_k|d_v]; the keys/values of the new query positions
       are written at `cache_update_index` and the queries attend over the whole cache
@@ -50,6 +52,7 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
       cache: None or a (key, value) pair of projected tensors
         [batch, heads, key_length, d_k] and [batch, heads, key_length, d_v].
       cache_update_index: int scalar; with a cache, where to write the new keys/values.
+      append_to_cache: with a cache, append the new keys/values instead (growing cache).
       training: enables attention dropout.
       return_attention_scores: also return the weights [batch, heads, query, key].
 
@@ -77,14 +80,19 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
         cache_update_index=None,
         training=None,
         return_attention_scores=False,
+        append_to_cache=False,
     ):
         query_heads = self._project_heads(self._query_dense, query)  # (batch, h, T, d_k)
-        if cache is not None and cache_update_index is None:
+        if cache is not None and cache_update_index is None and not append_to_cache:
             key_heads, value_heads = cache  # static cache: encoder keys/values
         else:
             new_keys, new_values = self.project_key_value(value, key)
             if cache is None:
                 key_heads, value_heads = new_keys, new_values
+            elif append_to_cache:  # growing cache: one more position per step
+                key_heads = tf.concat([cache[0], new_keys], axis=2)
+                value_heads = tf.concat([cache[1], new_values], axis=2)
+                cache = (key_heads, value_heads)
             else:
                 start = [0, 0, cache_update_index, 0]
                 key_heads = keras.ops.slice_update(cache[0], start, new_keys)

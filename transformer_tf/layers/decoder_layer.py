@@ -51,7 +51,8 @@ class DecoderLayer(EncoderLayer):
         self.cross_attention_residual.build(input_shape)
 
     def call(self, x, encoder_output, self_attention_mask, cross_attention_mask,
-             cache=None, step=None, training=None, return_attention=False):
+             cache=None, step=None, training=None, return_attention=False,
+             grow_cache=False):
         if return_attention and cache is not None:
             raise ValueError("DecoderLayer: return_attention needs a full pass (no cache)")
         weights = {}
@@ -64,7 +65,8 @@ class DecoderLayer(EncoderLayer):
         else:
             y, (self_key, self_value) = self.self_attention(
                 h, h, attention_mask=self_attention_mask,
-                cache=(cache["self_key"], cache["self_value"]), cache_update_index=step,
+                cache=(cache["self_key"], cache["self_value"]),
+                cache_update_index=None if grow_cache else step, append_to_cache=grow_cache,
                 training=training)
             cache = {**cache, "self_key": self_key, "self_value": self_value}
         x = self.self_attention_residual(x, y, training=training)

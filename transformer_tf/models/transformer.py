@@ -226,7 +226,9 @@ class Transformer(Seq2SeqModel):
 
         Args:
           encoded: `encode`'s (encoder_output, source_valid).
-          max_length: int scalar, positions of the self-attention caches.
+          max_length: int scalar, positions of the self-attention caches; None: caches
+            that start empty and grow by one position per step (`per_beam_grows`; graph
+            mode: a step then costs its own length, not max_length).
 
         Returns:
           DecoderState with
@@ -234,22 +236,25 @@ class Transformer(Seq2SeqModel):
               decoder layer {"cross_key", "cross_value"} [batch, heads, source_length,
               d_k|d_v]} (the encoder keys/values, computed once);
             per_beam: per decoder layer {"self_key", "self_value"} zeros [batch, heads,
-              max_length, d_k|d_v];
+              max_length (or 0), d_k|d_v];
             constants: {"output_kernel": [d_model, vocab]}, the output projection's W^T
               prepared once per search (TF would otherwise redo it at every step).
         """
         encoder_output, source_valid = encoded
         batch_size = tf.shape(encoder_output)[0]
         cross, own = [], []
+        grows = max_length is None
         for layer in self.decoder_layers:
-            self_key, self_value = layer.self_attention.empty_cache(batch_size, max_length)
+            self_key, self_value = layer.self_attention.empty_cache(
+                batch_size, 0 if grows else max_length)
             cross_key, cross_value = layer.cross_attention.project_key_value(encoder_output)
             cross.append({"cross_key": cross_key, "cross_value": cross_value})
             own.append({"self_key": self_key, "self_value": self_value})
         return DecoderState(
             per_sentence={"source_valid": source_valid, "layers": cross},
             per_beam=own,
-            constants={"output_kernel": self.output_projection.output_kernel()})
+            constants={"output_kernel": self.output_projection.output_kernel()},
+            per_beam_grows=grows)
 
     def decode_step(self, ids, step, state: DecoderState):
         """One decoding step.
@@ -266,18 +271,21 @@ class Transformer(Seq2SeqModel):
         ids = tf.cast(ids, tf.int32)[:, None]  # (batch, 1)
         x = self.target_embedding(ids)
         x = x + self.target_positions(x, offset=step)
-        max_length = tf.shape(state.per_beam[0]["self_key"])[2]
-        # Keys at positions 0..step exist; (1, 1, max_length) broadcasts over the batch.
-        self_mask = tf.range(max_length) <= step
+        # Keys at positions 0..step exist; (1, 1, key_length) broadcasts over the batch.
+        if state.per_beam_grows:  # the cache will hold exactly positions 0..step
+            key_length = step + 1
+        else:
+            key_length = tf.shape(state.per_beam[0]["self_key"])[2]
+        self_mask = tf.range(key_length) <= step
         if self.config.attention_window is not None:
-            self_mask &= tf.range(max_length) >= step - self.config.attention_window
+            self_mask &= tf.range(key_length) >= step - self.config.attention_window
         self_mask = self_mask[None, None, :]
         cross_mask = state.per_sentence["source_valid"][:, None, :]
         new_per_beam = []
         for layer, cross, own in zip(self.decoder_layers, state.per_sentence["layers"],
                                      state.per_beam):
             x, layer_cache = layer(x, None, self_mask, cross_mask, cache={**cross, **own},
-                                   step=step)
+                                   step=step, grow_cache=state.per_beam_grows)
             new_per_beam.append({k: layer_cache[k] for k in own})
         logits = self._logits(x, state.constants["output_kernel"])[:, 0, :]
         return logits, state._replace(per_beam=new_per_beam)

@@ -1,0 +1,154 @@
+"""Searching a batch sorted by length in chunks (`search_model_by_length`) gives every row
+what searching it alone gives, in the caller's order, whatever the chunk size."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig, ModelConfig, get_preset
+from transformer_tf.decoding.model_search import search_model, search_model_by_length
+from transformer_tf.models.convs2s import ConvS2S
+from transformer_tf.models.transformer import Transformer
+
+LENGTHS = [7, 2, 12, 1, 5, 9, 3, 12, 4]  # tokens + EOS per row; 1 = a lone EOS
+
+
+def _sources(seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    ids = np.full([len(LENGTHS), max(LENGTHS)], PAD_ID, np.int32)
+    for row, length in enumerate(LENGTHS):
+        ids[row, :length - 1] = rng.integers(4, 40, length - 1)
+        ids[row, length - 1] = EOS_ID
+    return ids
+
+
+def _transformer(max_position=64):
+    tf.keras.utils.set_random_seed(11)
+    model = Transformer(ModelConfig(vocab_size=40, num_layers=2, d_model=24, d_ff=48,
+                                    num_heads=4, max_position=max_position, dropout=0.0))
+    model.build()
+    # Make EOS likely enough that the rows end at different steps.
+    bias = model.source_embedding.embeddings
+    bias.assign(bias.numpy() + np.eye(1, 40, EOS_ID).T * 0.5)
+    return model
+
+
+def _row_by_row(model, sources, decoding, n_best):
+    rows = []
+    for row in sources:
+        alone = row[:max(int((row != PAD_ID).sum()), 1)][None]
+        rows.append(search_model(model, alone, decoding, n_best=n_best))
+    return rows
+
+
+def _assert_same_as_alone(result, alone_rows):
+    for row, alone in enumerate(alone_rows):
+        length = alone.ids.shape[2]
+        np.testing.assert_array_equal(result.ids[row, :, :length], alone.ids[0])
+        assert not np.any(result.ids[row, :, length:].numpy() != PAD_ID)
+        np.testing.assert_array_equal(result.lengths[row], alone.lengths[0])
+        np.testing.assert_allclose(result.scores[row], alone.scores[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("beam_size,n_best", [(1, 1), (3, 2)])
+@pytest.mark.parametrize("chunk_size", [1, 2, 4, 64])
+def test_each_row_gets_what_it_gets_alone(beam_size, n_best, chunk_size):
+    model = _transformer()
+    sources = _sources()
+    decoding = DecodingConfig(beam_size=beam_size, alpha=0.6, max_extra_length=6)
+    result = search_model_by_length(model, tf.constant(sources), decoding, chunk_size,
+                                    n_best=n_best)
+    assert result.ids.shape[:2] == (len(LENGTHS), n_best)
+    assert result.ids.shape[2] == max(LENGTHS) + 6  # the longest any row may reach
+    _assert_same_as_alone(result, _row_by_row(model, sources, decoding, n_best))
+    lengths = result.lengths.numpy()[:, 0]
+    assert len(set(lengths.tolist())) > 2  # the rows really ended at different steps
+
+
+def test_chunks_in_a_tf_function_with_unknown_batch_and_length():
+    model = _transformer()
+    decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=4)
+    search = tf.function(lambda ids: search_model_by_length(model, ids, decoding, 4),
+                         input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    sources = _sources(seed=3)
+    whole = search_model(model, tf.constant(sources), decoding)
+    chunked = search(tf.constant(sources))
+    np.testing.assert_array_equal(chunked.ids, whole.ids)
+    np.testing.assert_allclose(chunked.scores, whole.scores, rtol=1e-5, atol=1e-5)
+    one = search(tf.constant(sources[3:4, :1]))  # a lone EOS, batch of one
+    assert one.ids.shape[0] == 1
+
+
+def test_a_second_family_is_chunked_the_same_way():
+    tf.keras.utils.set_random_seed(5)
+    model = ConvS2S(get_preset("convs2s_tiny").model.replace(vocab_size=40, max_position=64))
+    model.build()
+    sources = _sources(seed=1)
+    decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=5)
+    result = search_model_by_length(model, tf.constant(sources), decoding, 3)
+    _assert_same_as_alone(result, _row_by_row(model, sources, decoding, 1))
+
+
+def test_chunk_size_must_be_positive():
+    with pytest.raises(ValueError, match="chunk_size"):
+        search_model_by_length(None, tf.zeros([1, 1], tf.int32), DecodingConfig(), 0)
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_a_translator_with_chunks_serves_the_same_text(tmp_path, xla):
+    """Text in, text out: the exported signature with chunk_size 3 (XLA-compiled or not)
+    answers a batch of mixed lengths (blank and over-long rows included) as the plain
+    search does."""
+    import itertools
+
+    from transformer_tf.data.bpe import BpeOptions, make_tokenizer, train_bpe
+    from transformer_tf.export.saved_model import export_saved_model
+    from transformer_tf.inference.translator import Translator
+
+    words = ["a", "dog", "runs", "in", "the", "park", "two", "men", "sit"]
+    corpus = [" ".join(w) for w in itertools.islice(itertools.permutations(words, 4), 400)]
+    tokenizer = make_tokenizer(train_bpe(corpus, BpeOptions(vocab_size=300)))
+    tf.keras.utils.set_random_seed(2)
+    model = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, num_layers=1, d_model=16,
+                                    d_ff=32, num_heads=2, max_position=24, dropout=0.0))
+    model.build()
+    text = tf.constant(["a dog", "", "two men sit in the park " * 5, "runs", "the park",
+                        "  ", "a dog runs in the park", "men"])
+    plain = Translator(model, tokenizer,
+                       DecodingConfig(beam_size=2, max_extra_length=5, chunk_size=0))
+    chunked = Translator(model, tokenizer,
+                         DecodingConfig(beam_size=2, max_extra_length=5, chunk_size=3,
+                                        xla=xla))
+    expected = plain.translate(text)
+    served = tf.saved_model.load(str(export_saved_model(chunked, tmp_path / "1")))
+    got = served.signatures["serving_default"](text=text)
+    assert got["translation"].numpy().tolist() == expected["translation"].numpy().tolist()
+    np.testing.assert_allclose(got["score"], expected["score"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("beam_size,n_best", [(1, 1), (3, 2)])
+def test_xla_compiled_chunks_find_the_same_hypotheses(beam_size, n_best):
+    """Chunks of 4 rows, sources padded to 8 or 16 positions (the buckets of LENGTHS, up
+    to 12), each bucket's search compiled once by XLA."""
+    model = _transformer()
+    sources = _sources(seed=4)
+    decoding = DecodingConfig(beam_size=beam_size, alpha=0.6, max_extra_length=6)
+    search = tf.function(
+        lambda ids: search_model_by_length(model, ids, decoding, 4, n_best=n_best,
+                                           jit_compile=True),
+        input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    result = search(tf.constant(sources))
+    assert result.ids.shape[2] == max(LENGTHS) + 6
+    _assert_same_as_alone(result, _row_by_row(model, sources, decoding, n_best))
+
+
+
+def test_xla_buckets_never_pass_the_models_positions():
+    model = _transformer(max_position=12)  # the 12-token rows would round up to 16
+    sources = _sources(seed=4)
+    decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=6)
+    result = tf.function(lambda ids: search_model_by_length(
+        model, ids, decoding, 4, jit_compile=True))(tf.constant(sources))
+    assert result.ids.shape[2] == 12  # outputs capped at the model's positions too
+    _assert_same_as_alone(result, _row_by_row(model, sources, decoding, 1))
