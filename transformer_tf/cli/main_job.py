@@ -4,8 +4,9 @@ Prepares the shared BPE from the local corpus ($TRANSFORMER_TF_DATA/multi30k) or
 download, trains the preset for a time budget, averages the last checkpoints, translates
 test 2016 with beam search, scores it with sacreBLEU (and the tokenized BLEU variants),
 exports a SavedModel to saved_models/, translates a few sentences through it, and prints
-where everything went. Running it again resumes (a finished run is not retrained unless
-the budget grows: --train-minutes bounds this invocation's training time).
+where everything went. Running it again resumes the same run from its last checkpoint
+and trains for another --train-minutes (each invocation's budget); to only evaluate and
+export a finished run again, pass --train-minutes 0 --max-steps <its last step>.
 
 Examples:
   python scripts/main_job.py                                # 60 min training, En->De
