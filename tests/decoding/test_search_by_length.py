@@ -78,6 +78,8 @@ def test_chunks_in_a_tf_function_with_unknown_batch_and_length():
     np.testing.assert_allclose(chunked.scores, whole.scores, rtol=1e-5, atol=1e-5)
     one = search(tf.constant(sources[3:4, :1]))  # a lone EOS, batch of one
     assert one.ids.shape[0] == 1
+    empty = search(tf.zeros([0, 3], tf.int32))  # a request with no rows
+    assert empty.ids.shape[0] == 0 and empty.scores.shape == (0, 1)
 
 
 def test_a_second_family_is_chunked_the_same_way():

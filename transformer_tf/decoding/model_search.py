@@ -165,7 +165,7 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
     batch_size = tf.shape(source_ids)[0]
     # Small batches get small chunks: the power of two that holds them, up to chunk_size.
     chunk = tf.minimum(chunk_size, _next_power_of_two(batch_size))
-    num_chunks = (batch_size + chunk - 1) // chunk
+    num_chunks = tf.maximum((batch_size + chunk - 1) // chunk, 1)  # one even for no rows
     # Fill the last chunk with lone-EOS rows (cheap: they end at the first step).
     filler = tf.maximum(num_chunks * chunk - batch_size, 0)
     eos_rows = tf.pad(tf.fill([filler, 1], EOS_ID), [[0, 0], [0, tf.shape(source_ids)[1] - 1]])
@@ -179,7 +179,8 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
 
     forbidden_ids = sorted({PAD_ID, BOS_ID, *forbidden_ids})
 
-    def compiled_search(ids):  # ids [chunk_size, bucket]: shapes XLA compiles for
+    @tf.function(jit_compile=True)
+    def compiled_search(ids):  # ids [chunk, bucket]: the shapes XLA compiles for
         width = tf.minimum(tf.shape(ids)[1] + decoding.max_extra_length,
                            model.max_target_length)
         return search_with_lengths(
@@ -187,8 +188,6 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
             max_lengths=tf.minimum(source_lengths(ids) + decoding.max_extra_length,
                                    model.max_target_length),
             cache_length=width, max_decode_length=width, forbidden_ids=forbidden_ids)
-
-    compiled_search = tf.function(compiled_search, jit_compile=True)
 
     def search_chunk(inputs):
         ids, row_lengths = inputs
