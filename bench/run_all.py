@@ -211,14 +211,14 @@ def _meets(value, target):
     return None if value is None else value >= target
 
 
-OUR_VARIANTS = ("xla", "chunked", "chunked_xla")
+OUR_VARIANTS = ("xla", "unchunked", "chunked_xla")
 
 
 def compare(entry: dict) -> dict:
     """Adds the comparison of ours with the peer to a benchmark entry (in place; returned).
 
-    `entry` holds "ours", "peer" and optionally "ours_xla" or "ours_chunked" (our other
-    variants), in one metric and unit; what else it holds decides what is added (a None
+    `entry` holds "ours", "peer" and optionally "ours_xla", "ours_unchunked" or
+    "ours_chunked_xla" (our other variants), in one metric and unit; what else it holds decides what is added (a None
     input gives a None result):
 
       always                      "ratio" = ours / peer
@@ -533,7 +533,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
                                   ["--engine", "savedmodel", "--model",
                                    prepared["savedmodel"], *args])
     variants = {}
-    for variant in ("chunked", "chunked_xla"):
+    for variant in ("unchunked", "chunked_xla"):
         variants[variant] = runner.run(f"serving_savedmodel_{variant}", "serving",
                                        ["--engine", "savedmodel", "--model",
                                         prepared[f"savedmodel_{variant}"], *args,

@@ -104,6 +104,7 @@ def main(argv=None):
                   versions=versions, threads=common.THREADS)
     import sentencepiece  # not transformer_tf.data.bpe: the CT2 worker runs without TF
 
+    processor = sentencepiece.SentencePieceProcessor(model_proto=bpe_proto)
     if args.warm_up_buckets:
         from transformer_tf.decoding.model_search import XLA_LENGTH_BUCKET
 
@@ -116,8 +117,6 @@ def main(argv=None):
                 translate((group * batch_size)[:batch_size])
         report["warm_up_seconds"] = round(time.perf_counter() - started, 1)
         report["warm_up_buckets"] = len(by_bucket)
-
-    processor = sentencepiece.SentencePieceProcessor(model_proto=bpe_proto)
     for batch_size in common.csv_list(args.batch_sizes, int):
         batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
         translate(batches[0])  # warm-up (first call of this shape)

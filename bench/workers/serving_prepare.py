@@ -4,9 +4,10 @@
         [--beam-size 4 --alpha 0.6]
 
 Writes DIR/savedmodel (scripts/export.py's SavedModel, with this beam and alpha baked into
-serving_default), DIR/savedmodel_chunked (the same with --chunk-size: each request
-searched sorted by source length, that many rows at a time), DIR/savedmodel_chunked_xla
-(the same, each chunk's search compiled by XLA) and DIR/ctranslate2 (scripts/export_ctranslate2.py's model, the same
+serving_default, and the default search: requests sorted by source length, --chunk-size
+rows at a time), DIR/savedmodel_unchunked (each request searched as one batch),
+DIR/savedmodel_chunked_xla (the default, each chunk's search compiled by XLA) and
+DIR/ctranslate2 (scripts/export_ctranslate2.py's model, the same
 checkpoint: MDIR's averaged one if present, else its latest). Prints their paths as JSON.
 """
 from __future__ import annotations
@@ -37,16 +38,17 @@ def main(argv=None):
     out = Path(args.out)
     started = time.perf_counter()
     saved = export_model_dir(args.model_dir, out / "savedmodel", overwrite=True,
-                             beam_size=args.beam_size, alpha=args.alpha)
-    chunked = export_model_dir(args.model_dir, out / "savedmodel_chunked", overwrite=True,
-                               beam_size=args.beam_size, alpha=args.alpha,
-                               chunk_size=args.chunk_size)
+                             beam_size=args.beam_size, alpha=args.alpha,
+                             chunk_size=args.chunk_size)
+    unchunked = export_model_dir(args.model_dir, out / "savedmodel_unchunked",
+                                 overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
+                                 chunk_size=0)
     chunked_xla = export_model_dir(args.model_dir, out / "savedmodel_chunked_xla",
                                    overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
                                    chunk_size=args.chunk_size, xla=True)
     converted = export_model_dir_ctranslate2(args.model_dir, out / "ctranslate2", overwrite=True,
                                              beam_size=args.beam_size, alpha=args.alpha)
-    common.emit({"savedmodel": str(saved), "savedmodel_chunked": str(chunked),
+    common.emit({"savedmodel": str(saved), "savedmodel_unchunked": str(unchunked),
                  "savedmodel_chunked_xla": str(chunked_xla),
                  "chunk_size": args.chunk_size, "ctranslate2": str(converted),
                  "checkpoint": pick_checkpoint(args.model_dir),
