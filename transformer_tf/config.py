@@ -393,9 +393,9 @@ class DecodingConfig(_Serialisable):
       max_extra_length: output may be at most input length + this (paper: 50).
       chunk_size: N > 0 sorts a batch by source length and searches it N rows at a time
         (`decoding.model_search.search_model_by_length`): the same outputs, less work on
-        batches of mixed lengths (serving: 1.34x the sentences/s of the whole batch at
+        batches of mixed lengths (serving: 1.32x the sentences/s of the whole batch at
         once, on batches of 64 Multi30k sentences, beam 4, 2 CPU cores; 8 and 32 rows
-        were slower than 16). 0 searches a batch as it comes.
+        were slower than 16; bench/README.md). 0 searches a batch as it comes.
       xla: compile each chunk's search with XLA, for a fixed set of shapes (chunk sizes,
         source lengths in steps of 8); needs chunk_size > 0.
     """
