@@ -383,6 +383,9 @@ class TrainingConfig(_Serialisable):
         _check(self.min_learning_rate >= 0, "min_learning_rate", "must be non-negative")
 
 
+GRAMMARS = ("none", "tree")
+
+
 @dataclasses.dataclass(frozen=True)
 class DecodingConfig(_Serialisable):
     """Beam search as the paper ran it (section 6.1).
@@ -398,6 +401,9 @@ class DecodingConfig(_Serialisable):
         were slower than 16; bench/README.md). 0 searches a batch as it comes.
       xla: compile each chunk's search with XLA, for a fixed set of shapes (chunk sizes,
         source lengths in steps of 8); needs chunk_size > 0.
+      grammar: what every output must be. "none": any sequence; "tree": a linearised
+        parse tree, well formed, one word slot per source word
+        (`decoding.constraints.BracketGrammar`; the parsing presets' default).
     """
 
     beam_size: int = 4
@@ -405,6 +411,7 @@ class DecodingConfig(_Serialisable):
     max_extra_length: int = 50
     chunk_size: int = 16
     xla: bool = False
+    grammar: str = "none"
 
     def __post_init__(self):
         _check(isinstance(self.beam_size, int) and self.beam_size > 0, "beam_size",
@@ -416,6 +423,8 @@ class DecodingConfig(_Serialisable):
                f"expected a non-negative integer, got {self.chunk_size!r}")
         _check(not self.xla or self.chunk_size > 0, "xla",
                "the XLA search compiles fixed chunk shapes: give chunk_size > 0 too")
+        _check(self.grammar in GRAMMARS, "grammar",
+               f"expected one of {GRAMMARS}, got {self.grammar!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -433,7 +442,8 @@ class Preset:
     family: str = "transformer"
 
 
-_PARSING_DECODING = DecodingConfig(beam_size=21, alpha=0.3, max_extra_length=300)
+_PARSING_DECODING = DecodingConfig(beam_size=21, alpha=0.3, max_extra_length=300,
+                                   grammar="tree")
 
 
 def _presets() -> dict[str, Preset]:

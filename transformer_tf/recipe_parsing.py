@@ -59,6 +59,7 @@ class ParseJobOptions:
     beam_size: int | None = None  # None: the preset's (parsing: 21)
     alpha: float | None = None  # parsing: 0.3
     max_extra_length: int | None = None  # parsing: 300
+    grammar: str | None = None  # parsing: "tree"
     batch_size: int = 32
     saved_model_dir: str | None = None  # default WORK/saved_model/1
     precision: str = "auto"
@@ -121,7 +122,7 @@ def run_parse_job(options: ParseJobOptions) -> dict:
           f"(stopped by {result.stopped_by})")
     run = read_run_config(model_dir)
     search = dict(beam_size=options.beam_size, alpha=options.alpha,
-                  max_extra_length=options.max_extra_length)
+                  max_extra_length=options.max_extra_length, grammar=options.grammar)
     decoding = run.decoding.with_overrides(**search)
     stage_done("train")
 
@@ -151,7 +152,8 @@ def run_parse_job(options: ParseJobOptions) -> dict:
     stage_done("average_and_select")
 
     _step(f"4/6 parse dev and test (beam {decoding.beam_size}, alpha {decoding.alpha}, "
-          f"max length input + {decoding.max_extra_length}) and score with EVALB's rules")
+          f"max length input + {decoding.max_extra_length}, grammar {decoding.grammar!r}) "
+          "and score with EVALB's rules")
     results = {}
     for split in ("valid", "test"):
         results[split] = parse_and_score(model_dir, checkpoint, prepared, split,

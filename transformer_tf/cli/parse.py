@@ -27,6 +27,9 @@ def main(argv=None):
     parser.add_argument("--beam-size", type=int, help="with --model-dir (default 21)")
     parser.add_argument("--alpha", type=float, help="with --model-dir (default 0.3)")
     parser.add_argument("--max-extra-length", type=int, help="with --model-dir (default 300)")
+    parser.add_argument("--grammar", choices=("none", "tree"),
+                        help="with --model-dir: output constraint (default tree: well-formed "
+                             "trees, one slot per word)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     console.add_verbose_flag(parser)
@@ -37,7 +40,7 @@ def main(argv=None):
 
 def _run(parser, args) -> int:
     search = dict(beam_size=args.beam_size, alpha=args.alpha,
-                  max_extra_length=args.max_extra_length)
+                  max_extra_length=args.max_extra_length, grammar=args.grammar)
     if args.model and any(v is not None for v in search.values()):
         parser.error("search settings can be changed only with --model-dir")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from transformer_tf import console
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
-from transformer_tf.config import PRESET_NAMES
+from transformer_tf.config import GRAMMARS, PRESET_NAMES
 
 
 def main(argv=None):
@@ -47,6 +47,9 @@ def main(argv=None):
     parser.add_argument("--alpha", type=float, help="length penalty (default: preset's, 0.3)")
     parser.add_argument("--max-extra-length", type=int,
                         help="output length limit = input + this (default: preset's, 300)")
+    parser.add_argument("--grammar", choices=GRAMMARS,
+                        help="output constraint (default: preset's, tree: well-formed trees, "
+                             "one slot per word; none: unconstrained, repaired afterwards)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per decode batch")
     parser.add_argument("--saved-model-dir", help="export here (default WORK/saved_model/1)")
     add_option_flags(parser, "override a ModelConfig field (repeatable)",
@@ -87,7 +90,7 @@ def _run(parser, args) -> int:
         epochs=args.epochs, eval_every=args.eval_every, model_overrides=model_overrides,
         training_overrides=training_overrides, average_last=args.average_last,
         beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
-        batch_size=args.batch_size, saved_model_dir=args.saved_model_dir,
+        grammar=args.grammar, batch_size=args.batch_size, saved_model_dir=args.saved_model_dir,
         precision=args.precision, verbose=0 if args.quiet else 1)
     try:
         summary = run_parse_job(options)

@@ -57,7 +57,8 @@ def source_lengths(source_ids) -> tf.Tensor:
 
 
 def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
-                 forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID)) -> SearchResult:
+                 forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID),
+                 constraint=None) -> SearchResult:
     """Translate padded source ids: beam search (greedy when decoding.beam_size == 1).
 
     Args:
@@ -68,6 +69,8 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
         max_target_length).
       n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
       forbidden_ids: ids the search never emits (PAD and BOS always belong there).
+      constraint: None, or what the outputs must obey (e.g.
+        `decoding.constraints.BracketGrammar`), see `search_with_lengths`.
 
     Returns:
       `SearchResult`: ids [batch, n_best, L], scores [batch, n_best], lengths, num_steps.
@@ -82,12 +85,13 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
     return search_with_lengths(
         model, source_ids, beam_size=decoding.beam_size, alpha=decoding.alpha, n_best=n_best,
         max_lengths=max_lengths, cache_length=None,
-        forbidden_ids=sorted({PAD_ID, BOS_ID, *forbidden_ids}))
+        forbidden_ids=sorted({PAD_ID, BOS_ID, *forbidden_ids}), constraint=constraint)
 
 
 def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_best: int,
                         max_lengths, cache_length, max_decode_length: int | None = None,
-                        forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID)) -> SearchResult:
+                        forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID),
+                        constraint=None) -> SearchResult:
     """The search with explicit length limits, for callers that need control over them
     (benchmarks fix the output length: EOS in `forbidden_ids`, static lengths for XLA).
 
@@ -100,6 +104,11 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
         state that grows step by step, where the model has one (graph mode, not XLA).
       max_decode_length: static output size, or None (derived from max_lengths).
       forbidden_ids: ids that can never be produced (their logits get -1e9).
+      constraint: None, or an object with `initial_state(source_ids, max_lengths)`,
+        `advance(state, ids)` and `mask(state, step)` (float32 [rows, V], 0 where allowed,
+        -inf elsewhere; e.g. `decoding.constraints.BracketGrammar`). Its state (tensors
+        with a leading row dimension) rides in the beams' cache, so it is reordered with
+        them; every step adds its mask to the scores.
     """
     batch_size = tf.shape(source_ids)[0]
     encoded = model.encode(source_ids, training=False)
@@ -109,16 +118,28 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
         per_sentence = tf.nest.map_structure(lambda t: tile_beams(t, beam_size), per_sentence)
     forbidden = _forbidden_token_bias(model.target_vocab_size, forbidden_ids)  # once
 
-    def step_fn(ids, step, per_beam):
+    def model_step(ids, step, per_beam):
         logits, new_state = model.decode_step(
             ids, step, DecoderState(per_sentence, per_beam, constants, state.per_beam_grows))
         return tf.cast(logits, tf.float32) + forbidden, new_state.per_beam
 
+    if constraint is None:
+        step_fn, initial = model_step, state.per_beam
+    else:
+        def step_fn(ids, step, carried):
+            per_beam, rules = carried
+            rules = constraint.advance(rules, ids)  # ids: the previous step's tokens
+            scores, per_beam = model_step(ids, step, per_beam)
+            return scores + constraint.mask(rules, step), (per_beam, rules)
+
+        limits = tf.broadcast_to(tf.cast(max_lengths, tf.int32), [batch_size])
+        initial = (state.per_beam, constraint.initial_state(source_ids, limits))
+
     common = dict(max_decode_length=max_decode_length, eos_id=EOS_ID, bos_id=BOS_ID,
                   pad_id=PAD_ID, cache_grows=state.per_beam_grows)
     if beam_size == 1:
-        return greedy_search(step_fn, state.per_beam, batch_size, max_lengths, **common)
-    return beam_search(step_fn, state.per_beam, batch_size, beam_size, max_lengths,
+        return greedy_search(step_fn, initial, batch_size, max_lengths, **common)
+    return beam_search(step_fn, initial, batch_size, beam_size, max_lengths,
                        alpha=alpha, n_best=n_best, **common)
 
 
@@ -134,7 +155,7 @@ def _next_power_of_two(n) -> tf.Tensor:
 
 def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_size: int,
                            n_best: int = 1, forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID),
-                           jit_compile: bool = False) -> SearchResult:
+                           jit_compile: bool = False, constraint=None) -> SearchResult:
     """`search_model` on the batch sorted by source length and cut into chunks of
     `chunk_size` rows, searched one after the other; results in the caller's row order.
 
@@ -151,7 +172,8 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
     model's). The first request of each shape pays its compilation (seconds).
 
     Args:
-      model, source_ids, decoding, n_best, forbidden_ids: as in `search_model`.
+      model, source_ids, decoding, n_best, forbidden_ids, constraint: as in
+        `search_model`.
       chunk_size: rows per chunk (a Python int >= 1).
       jit_compile: compile each chunk's search with XLA (see above).
 
@@ -187,7 +209,8 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
             model, ids, beam_size=decoding.beam_size, alpha=decoding.alpha, n_best=n_best,
             max_lengths=tf.minimum(source_lengths(ids) + decoding.max_extra_length,
                                    model.max_target_length),
-            cache_length=width, max_decode_length=width, forbidden_ids=forbidden_ids)
+            cache_length=width, max_decode_length=width, forbidden_ids=forbidden_ids,
+            constraint=constraint)
 
     def search_chunk(inputs):
         ids, row_lengths = inputs
@@ -199,7 +222,7 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
             result = compiled_search(ids[:, :width])
         else:
             result = search_model(model, ids[:, :width], decoding, n_best=n_best,
-                                  forbidden_ids=forbidden_ids)
+                                  forbidden_ids=forbidden_ids, constraint=constraint)
         # Every row's output fits in max_output; a bucket's may be wider, or narrower.
         room = tf.maximum(max_output - tf.shape(result.ids)[2], 0)
         ids = tf.pad(result.ids, [[0, 0], [0, 0], [0, room]],

@@ -28,6 +28,7 @@ from transformer_tf.data.bpe import line_break_piece_ids
 from transformer_tf.data.source_text import clean_source_ids, encode_sources
 from transformer_tf.decoding.model_search import search_model, search_model_by_length
 from transformer_tf.decoding.search import check_n_best
+from transformer_tf.inference.grammar import output_constraint
 
 
 class IdsTranslator(tf.Module):
@@ -40,11 +41,13 @@ class IdsTranslator(tf.Module):
       n_best: hypotheses kept per sentence by the n-best signatures.
       forbidden_ids: ids the search never emits besides PAD and BOS (the tokenizer's
         line-break pieces; `Translator` fills them in).
+      constraint: what outputs must obey (`decoding.grammar`'s constraint, built by
+        `Translator` from the vocabulary), or None.
     """
 
     def __init__(self, model, decoding: DecodingConfig = DecodingConfig(),
                  n_best: int | None = None, forbidden_ids: Sequence[int] = (),
-                 name: str | None = "translator"):
+                 name: str | None = "translator", constraint=None):
         super().__init__(name=name)
         self.model = model
         self.decoding = decoding
@@ -52,6 +55,7 @@ class IdsTranslator(tf.Module):
         check_n_best(self.n_best, decoding.beam_size)
         self.max_source_tokens = model.max_source_length - 1  # room for EOS
         self.forbidden_ids = tuple(int(i) for i in forbidden_ids)
+        self.constraint = constraint
         # The tf.Variables behind the Keras variables, tracked here so that a SavedModel
         # of this module restores them in TF1-style loaders too (TF Serving's C++ loader,
         # `saved_model_cli run`). Without them such loaders restore only copies that Keras 3
@@ -65,9 +69,10 @@ class IdsTranslator(tf.Module):
             return search_model_by_length(self.model, source_ids, self.decoding,
                                           self.decoding.chunk_size, n_best=n_best,
                                           forbidden_ids=self.forbidden_ids,
-                                          jit_compile=self.decoding.xla)
+                                          jit_compile=self.decoding.xla,
+                                          constraint=self.constraint)
         return search_model(self.model, source_ids, self.decoding, n_best=n_best,
-                            forbidden_ids=self.forbidden_ids)
+                            forbidden_ids=self.forbidden_ids, constraint=self.constraint)
 
     def clean_ids(self, source_ids):
         """int [N, S], any values -> (source_ids int32 [N, <= max_source_tokens + 1],
@@ -100,19 +105,23 @@ class Translator(IdsTranslator):
     Args:
       model: a trained model of the sequence-to-sequence contract.
       tokenizer: the shared BpeTokenizer (its model proto travels with this module).
-      decoding: beam size, length penalty alpha and max extra length.
+      decoding: beam size, length penalty alpha, max extra length and the output grammar
+        (`inference.grammar`, built from the tokenizer's vocabulary).
       n_best: hypotheses kept per sentence by `translate_nbest`.
     """
 
     def __init__(self, model, tokenizer, decoding: DecodingConfig = DecodingConfig(),
                  n_best: int | None = None, name: str | None = "translator"):
         super().__init__(model, decoding, n_best,
-                         forbidden_ids=line_break_piece_ids(tokenizer.model_proto), name=name)
+                         forbidden_ids=line_break_piece_ids(tokenizer.model_proto), name=name,
+                         constraint=output_constraint(decoding.grammar, tokenizer.model_proto,
+                                                      model.target_vocab_size))
         self.tokenizer = tokenizer
 
     def ids_only(self) -> IdsTranslator:
         """The same model and search without the tokenizer (for a core-ops export)."""
-        return IdsTranslator(self.model, self.decoding, self.n_best, self.forbidden_ids)
+        return IdsTranslator(self.model, self.decoding, self.n_best, self.forbidden_ids,
+                             constraint=self.constraint)
 
     def encode_text(self, text):
         """tf.string [N] -> (source_ids int32 [N, S] with EOS, PAD-padded; truncated bool [N];
