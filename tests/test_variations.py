@@ -3,15 +3,15 @@ configurations, its parameter column agrees with an independent count and with t
 and it resumes without retraining what is done."""
 import dataclasses
 import json
-import os
 import pathlib
-import time
 
 import pytest
+import tensorflow as tf
 
 from transformer_tf.config import ModelConfig, get_preset
+from transformer_tf.training.checkpoints import TRAINED_SECONDS
 from transformer_tf.variations import (
-    ROW_RESULT, ROW_STATE, StudyOptions, count_rows, define_rows, format_table,
+    ROW_RESULT, StudyOptions, count_rows, define_rows, format_table,
     parameter_count, run_study)
 
 
@@ -117,11 +117,12 @@ def test_study_resumes_without_retraining_finished_rows(tiny_multi30k, tmp_path)
 
     def train_row(row, row_dir, options, minutes_left):
         if row.name == killed["at"]:
-            (row_dir / "model" / "checkpoints").mkdir(parents=True)
-            checkpoint = row_dir / "model" / "checkpoints" / "ckpt-10.index"
-            checkpoint.write_text("")
-            (row_dir / ROW_STATE).write_text(json.dumps({"started": time.time() - 240}))
-            os.utime(checkpoint, (time.time() - 60, time.time() - 60))  # 3 min trained
+            # A checkpoint saved after 3 minutes of training, then the kill.
+            seconds = tf.Variable(180.0, dtype=tf.float64)
+            tf.train.CheckpointManager(
+                tf.train.Checkpoint(**{TRAINED_SECONDS: seconds}),
+                str(row_dir / "model" / "checkpoints"), max_to_keep=2,
+                checkpoint_name="ckpt").save(checkpoint_number=10)
             killed["at"] = None
             raise KeyboardInterrupt  # killed mid-row
         trained.append((row.name, minutes_left))

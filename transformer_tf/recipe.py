@@ -2,9 +2,9 @@
 score, export, translate.
 
 `scripts/main_job.py` (the README's first command) runs `run_recipe`. An existing prepared
-directory is reused, and training resumes from the run's last checkpoint: with a step or
-epoch plan a finished run trains no further; with a time budget each invocation trains for
-another budget. Averaging, the dev-set choice between the average and the latest
+directory is reused, and training resumes from the run's last checkpoint: steps, epochs
+and minutes all count the whole run, so a finished run trains no further and a killed one
+trains what is left of its plan (the training time is saved with each checkpoint). Averaging, the dev-set choice between the average and the latest
 checkpoint (inference/selection.py), decoding, scoring and export are always redone.
 
 Layout under `work_dir` (default runs/<dataset>_<src>_<tgt>):

@@ -37,7 +37,6 @@ RESULTS_JSON = "variations.json"
 STUDY_FILE = "study.json"
 RESULTS_MD = "variations.md"
 ROW_RESULT = "result.json"
-ROW_STATE = "row_state.json"
 
 # Table 3's parameter column (x 10^6) where the paper gives one; rows without a figure
 # there have the base's count.
@@ -206,39 +205,34 @@ def base_of_study(options: StudyOptions, vocab_size: int) -> tuple[ModelConfig, 
 
 
 def _row_budget_left(row_dir: pathlib.Path, options: StudyOptions) -> float | None:
-    """Minutes left of a row's time budget: the budget minus the training time up to its
-    last checkpoint (a killed row loses at most one checkpoint period)."""
+    """Minutes left of a row's time budget: the budget minus the row's training time up
+    to its newest checkpoint (saved with it; a killed row loses at most one checkpoint
+    period). None for a study planned by steps."""
     if options.budget_minutes is None:
         return None
-    state_path = row_dir / ROW_STATE
-    if not state_path.exists():
+    from transformer_tf.training import checkpoints
+
+    try:
+        newest = checkpoints.newest_readable(row_dir / "model")
+    except (FileNotFoundError, checkpoints.CheckpointError):
         return options.budget_minutes
-    state = json.loads(state_path.read_text())
-    checkpoints = list((row_dir / "model" / "checkpoints").glob("ckpt-*.index"))
-    if not checkpoints:
-        return options.budget_minutes
-    trained_until = max(p.stat().st_mtime for p in checkpoints)
-    used = state.get("minutes_before", 0.0) + (trained_until - state["started"]) / 60.0
-    return max(0.0, options.budget_minutes - used)
+    return max(0.0, options.budget_minutes - checkpoints.trained_seconds(newest) / 60.0)
 
 
 def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_left):
+    """Train (or resume) one row; `train` counts the row's budget across resumptions, so
+    `minutes_left` is only shown, not passed."""
     from transformer_tf.training.fit import TrainOptions, train
 
     base = get_preset(options.base_preset)
     model_changes = {k: v for k, v in row.model.get_config().items()
                      if k != "vocab_size" and v != getattr(base.model, k)}
-    state_path = row_dir / ROW_STATE
-    previous = json.loads(state_path.read_text()) if state_path.exists() else {}
-    used_before = (options.budget_minutes - minutes_left) if minutes_left is not None else 0.0
-    state_path.write_text(json.dumps({"started": time.time(), "minutes_before": used_before,
-                                      "attempts": previous.get("attempts", 0) + 1}))
     return train(TrainOptions(
         data_dir=options.data_dir, model_dir=str(row_dir / "model"), preset=options.base_preset,
         model_overrides=model_changes,
         training_overrides={**options.training_overrides,
                             "label_smoothing": row.label_smoothing},
-        max_steps=options.max_steps, max_minutes=minutes_left if minutes_left else None,
+        max_steps=options.max_steps, max_minutes=options.budget_minutes,
         eval_every=options.eval_every, precision=options.precision, verbose=options.verbose))
 
 

@@ -4,9 +4,10 @@ Prepares the shared BPE from the local corpus ($TRANSFORMER_TF_DATA/multi30k) or
 download, trains the preset for a time budget, averages the last checkpoints, translates
 test 2016 with beam search, scores it with sacreBLEU (and the tokenized BLEU variants),
 exports a SavedModel to saved_models/, translates a few sentences through it, and prints
-where everything went. Running it again resumes the same run from its last checkpoint
-and trains for another --train-minutes (each invocation's budget); to only evaluate and
-export a finished run again, pass --train-minutes 0 --max-steps <its last step>.
+where everything went. --train-minutes is the run's budget, not each invocation's: running
+it again resumes the run from its last checkpoint and trains only what is left of the
+budget (a killed run finishes its budget; a finished run is evaluated and exported again
+without training). Give a larger --train-minutes to train a run longer.
 
 Examples:
   python scripts/main_job.py                                # 60 min training, En->De
@@ -41,7 +42,7 @@ def main(argv=None):
                                            "_<preset> for a preset other than multi30k)")
     add_model_flags(parser)
     parser.add_argument("--train-minutes", type=float, default=60.0,
-                        help="training time budget of this invocation in minutes "
+                        help="the run's training time in minutes, in all invocations together "
                              "(default 60; 0 = no time limit, then give --epochs/--max-steps)")
     parser.add_argument("--precision", default="auto",
                         choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),

@@ -36,7 +36,8 @@ def main(argv=None):
     parser.add_argument("--vocab-size", type=int, default=4000,
                         help="shared BPE vocabulary (default 4000; paper 16k on the full WSJ)")
     parser.add_argument("--train-minutes", type=float, default=45.0,
-                        help="training time budget of this invocation (default 45; 0 = none, "
+                        help="the run's training time in minutes, in all invocations "
+                             "together (default 45; 0 = none, "
                              "then give --epochs or --max-steps)")
     parser.add_argument("--epochs", type=float, help="train this many epochs in total")
     parser.add_argument("--max-steps", type=int, help="train this many steps in total")

@@ -33,7 +33,8 @@ def main(argv=None):
     plan.add_argument("--max-steps", type=int, help="train until this many optimizer steps")
     plan.add_argument("--epochs", type=float, help="train for this many passes over the data")
     plan.add_argument("--max-minutes", type=float,
-                      help="stop cleanly (with a checkpoint) after this much wall-clock time")
+                      help="stop cleanly (with a checkpoint) once the run has trained this "
+                           "many minutes in all (a resumed run trains what is left)")
     parser.add_argument("--eval-every", type=int, default=1000,
                         help="steps between validation runs (loss and dev BLEU) (default 1000)")
     parser.add_argument("--log-every", type=int, default=100,

@@ -130,23 +130,36 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         it consumed, so it holds the data position.
       batches_per_step: input batches per step (the micro-batches of gradient
         accumulation).
+      trained_seconds: a float64 variable saved with the checkpoints, holding the run's
+        training time (its value when training begins plus the wall time since); set
+        before every save.
     """
 
     def __init__(self, manager, every_minutes: float, enabled: bool = True,
-                 batches: tf.Variable | None = None, batches_per_step: int = 1):
+                 batches: tf.Variable | None = None, batches_per_step: int = 1,
+                 trained_seconds: tf.Variable | None = None):
         super().__init__()
         self.manager = manager
         self.batches = batches
         self.batches_per_step = batches_per_step
+        self.trained_seconds = trained_seconds
         self.every_seconds = every_minutes * 60.0
         self.enabled = enabled
         self.frozen = False
         self._last_save = time.monotonic()
+        self._began, self._seconds_before = time.monotonic(), 0.0
+
+    def on_train_begin(self, logs=None):
+        self._began = self._last_save = time.monotonic()
+        if self.trained_seconds is not None:
+            self._seconds_before = float(self.trained_seconds.numpy())
 
     def _save(self):
         if self.frozen:  # training diverged: keep the last good checkpoint
             return
         step = _current_step(self.model)
+        if self.trained_seconds is not None:
+            self.trained_seconds.assign(self._seconds_before + time.monotonic() - self._began)
         if self.enabled and self.manager.latest_checkpoint != self._path_for(step):
             path = self.manager.save(checkpoint_number=step)
             logger.info("saved checkpoint %s", path)
@@ -181,26 +194,35 @@ def any_worker(strategy, flag: bool) -> bool:
 
 
 class TimeBudget(keras.callbacks.Callback):
-    """Stops training cleanly after `max_minutes` of wall-clock time (checked every step).
+    """Stops training cleanly once the run has trained `max_minutes` of wall-clock time in
+    all (checked every step).
 
     Args:
-      max_minutes: the budget.
+      max_minutes: the run's budget.
       strategy: a multi-worker strategy, or None. Workers' clocks differ: a worker that
         stopped alone would leave the others waiting for it forever, so with a strategy
         all workers stop as soon as one of them is out of time (one tiny all-reduce a step).
+      seconds_before: training time the run had before this invocation (the resumed
+        checkpoint's `trained_seconds`).
     """
 
-    def __init__(self, max_minutes: float, strategy=None):
+    def __init__(self, max_minutes: float, strategy=None, seconds_before: float = 0.0):
         super().__init__()
         self.max_seconds = max_minutes * 60.0
         self.strategy = strategy
+        self.seconds_before = seconds_before
         self.stopped_at_step = None
+        self._start = time.monotonic()
 
     def on_train_begin(self, logs=None):
         self._start = time.monotonic()
 
+    def elapsed_seconds(self) -> float:
+        """The run's training time so far, this invocation included."""
+        return self.seconds_before + time.monotonic() - self._start
+
     def _out_of_time(self) -> bool:
-        return time.monotonic() - self._start >= self.max_seconds
+        return self.elapsed_seconds() >= self.max_seconds
 
     def on_train_batch_end(self, batch, logs=None):
         out_of_time = self._out_of_time()
@@ -238,9 +260,8 @@ class BudgetProgress(keras.callbacks.Callback):
         return " · ".join(parts)
 
     def _print(self, logs):
-        now = time.monotonic()
-        print(self.describe(logs, now - self.budget._start), flush=True)
-        self._last = now
+        print(self.describe(logs, self.budget.elapsed_seconds()), flush=True)
+        self._last = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
         if self._last is None or time.monotonic() - self._last >= self.every_seconds:

@@ -48,6 +48,16 @@ def checkpoint_dir(model_dir) -> pathlib.Path:
 
 
 BATCHES_KEY = "batches/.ATTRIBUTES/VARIABLE_VALUE"
+# The run's training time (seconds, float64) up to the checkpoint: a training_state entry.
+TRAINED_SECONDS = "trained_seconds"
+
+
+def trained_seconds(path) -> float:
+    """Seconds the run had trained when checkpoint `path` was saved (0.0 for checkpoints
+    written before this was recorded)."""
+    reader = tf.train.load_checkpoint(str(path))
+    key = f"{TRAINED_SECONDS}/.ATTRIBUTES/VARIABLE_VALUE"
+    return float(reader.get_tensor(key)) if reader.has_tensor(key) else 0.0
 
 
 def make_manager(model, optimizer, model_dir, max_to_keep: int,

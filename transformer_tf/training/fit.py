@@ -50,7 +50,10 @@ class TrainOptions:
     """What scripts/train.py passes to `train` (see its --help for each field).
 
     Exactly one of max_steps / epochs / max_minutes is the plan; max_minutes may also
-    cap a step or epoch plan.
+    cap a step or epoch plan. All three count the whole run, not one invocation: a
+    resumed run trains up to max_steps steps, epochs epochs and max_minutes minutes of
+    training in all (the training time is saved with every checkpoint), so a killed run
+    continues where it stopped and a finished one trains no further.
     """
 
     data_dir: str
@@ -83,6 +86,7 @@ class TrainResult:
     start_step: int = 0  # the checkpoint step this run resumed from (0: a fresh start)
     precision: str = "float32"  # the dtype policy used
     precision_reason: str = ""
+    trained_seconds: float = 0.0  # the run's training time in all, up to its last checkpoint
 
 
 def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
@@ -207,15 +211,20 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     # number of batches consumed, counted and checkpointed (loss scaling may skip steps).
     accumulation = run.training.gradient_accumulation_steps
     batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
+    trained_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                  name=checkpoints.TRAINED_SECONDS)
     plateau = (ShrinkOnPlateau(run.training.lr_shrink, run.training.min_learning_rate)
                if run.training.optimizer == "nesterov" else None)
     manager = checkpoints.make_manager(
         model.network, model.optimizer, model_dir, run.training.keep_checkpoints,
-        batches=batches, training_state={"plateau": plateau.best} if plateau else None)
+        batches=batches, training_state={checkpoints.TRAINED_SECONDS: trained_seconds,
+                                         **({"plateau": plateau.best} if plateau else {})})
     start_step = checkpoints.restore_latest(manager)
     start_batches = int(batches.numpy()) or start_step * accumulation  # older checkpoints
+    seconds_before = float(trained_seconds.numpy())
     if start_step:
-        logger.info("resuming from %s at step %d", manager.latest_checkpoint, start_step)
+        logger.info("resuming from %s at step %d (%.1f min of training so far)",
+                    manager.latest_checkpoint, start_step, seconds_before / 60.0)
 
     def dataset(split, repeat, shuffle, drop_counter=None):
         return make_training_dataset(
@@ -243,11 +252,12 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     # Only the chief saves, and saving needs no other worker: it may save at any step.
     checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
         manager, checkpoint_period(run.training, options), enabled=chief, batches=batches,
-        batches_per_step=accumulation)
+        batches_per_step=accumulation, trained_seconds=trained_seconds)
     nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
     time_budget = (callbacks_lib.TimeBudget(
-        options.max_minutes, strategy=strategy if is_multi_worker(strategy) else None)
-                   if options.max_minutes is not None else None)
+        options.max_minutes, strategy=strategy if is_multi_worker(strategy) else None,
+        seconds_before=seconds_before) if options.max_minutes is not None else None)
+    out_of_time = time_budget is not None and seconds_before >= time_budget.max_seconds
     monitor = callbacks_lib.TrainingMonitor(logdir, options.log_every, enabled=chief)
     step_stop = callbacks_lib.StopAtStep(planned_steps)
     callbacks = [nan_stop, step_stop] + ([time_budget] if time_budget else []) + [
@@ -263,7 +273,10 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         # rate. Every worker sees the same val_nll (a global metric) and shrinks alike.
         callbacks.insert(callbacks.index(checkpoint_callback), plateau)
 
-    if start_step < planned_steps:
+    if out_of_time:
+        logger.info("the run has trained %.1f of its %g minutes: nothing left to train",
+                    seconds_before / 60.0, options.max_minutes)
+    elif start_step < planned_steps:
         # An "epoch" is eval_every steps; one more than planned leaves room for steps
         # that loss scaling skips (StopAtStep ends the run at the planned step).
         model.fit(
@@ -280,10 +293,11 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                 "and %d over-long pairs (counted on every pass over the data)",
                 run.training.max_length, counts["empty"], counts["too_long"])
     step = int(model.optimizer.iterations.numpy())
-    stopped_by = ("time" if time_budget and time_budget.stopped_at_step is not None
+    stopped_by = ("time" if out_of_time or time_budget and time_budget.stopped_at_step is not None
                   else "plateau" if plateau is not None and plateau.finished else "steps")
     return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
                        planned_steps=planned_steps, last_checkpoint=manager.latest_checkpoint,
                        stopped_by=stopped_by, seconds=time.monotonic() - started,
                        start_step=start_step, precision=precision,
-                       precision_reason=precision_reason)
+                       precision_reason=precision_reason,
+                       trained_seconds=float(trained_seconds.numpy()))
