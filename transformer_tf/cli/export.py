@@ -38,6 +38,10 @@ def main(argv=None):
                         help="export the ids-in, ids-out variant without the tokenizer, for "
                              "servers without tensorflow-text ops (clients tokenize with "
                              "OUT/assets.extra/bpe.model)")
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="write no TF Serving warm-up requests (OUT/assets.extra/"
+                             "tf_serving_warmup_requests: 2 requests, or with --xla one per "
+                             "compiled shape, replayed by TF Serving at load)")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -46,13 +50,13 @@ def main(argv=None):
 
 
 def _run(args) -> int:
-
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.export.saved_model import export_model_dir
 
     try:
         path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
-                                ids_only=args.ids_only, beam_size=args.beam_size, alpha=args.alpha,
+                                ids_only=args.ids_only, warmup=args.warmup,
+                                beam_size=args.beam_size, alpha=args.alpha,
                                 max_extra_length=args.max_extra_length,
                                 chunk_size=args.chunk_size, xla=args.xla)
     except (FileExistsError, FileNotFoundError, ValueError) as error:  # ConfigError too

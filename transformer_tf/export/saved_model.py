@@ -17,7 +17,9 @@ with core TF ops only can load it:
 
 and the client tokenizes with `assets.extra/bpe.model` (sentencepiece). `assets.extra/`
 also records the family, model and decoding configuration (`variant`: "text" or "ids"),
-read back by transformer_tf.inference.loading.
+read back by transformer_tf.inference.loading, and holds TF Serving's warm-up requests
+(`tf_serving_warmup_requests`, transformer_tf.export.warmup), replayed by TF Serving when
+it loads the version.
 
 A parsing model is exported as a `Parser` (transformer_tf.inference.parser) by
 `export_parser`: serving_default (`parse`) takes sentences and returns bracketed trees,
@@ -36,33 +38,38 @@ import shutil
 
 import tensorflow as tf
 
+from transformer_tf.export.warmup import (
+    WARMUP_FILE, as_source_ids, warmup_batches, write_warmup_requests)
 from transformer_tf.inference.loading import BPE_MODEL, EXPORT_INFO, EXTRA_DIR, load_trained
 from transformer_tf.inference.parser import Parser
 from transformer_tf.inference.translator import Translator
 
 
 def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
-                       info: dict | None = None, ids_only: bool = False) -> pathlib.Path:
+                       info: dict | None = None, ids_only: bool = False,
+                       warmup: bool = True) -> pathlib.Path:
     """Write `translator` as a SavedModel at `out_dir` (atomically); returns the path.
-    `ids_only`: the core-ops variant (ids signatures only, no tokenizer in the graph)."""
-    return _export(translator, out_dir, overwrite, info, ids_only, parser=None)
+    `ids_only`: the core-ops variant (ids signatures only, no tokenizer in the graph);
+    `warmup`: write TF Serving warm-up requests (`export.warmup`)."""
+    return _export(translator, out_dir, overwrite, info, ids_only, parser=None,
+                   warmup=warmup)
 
 
 def export_parser(parser: Parser, out_dir, overwrite: bool = False,
-                  info: dict | None = None) -> pathlib.Path:
+                  info: dict | None = None, warmup: bool = True) -> pathlib.Path:
     """Write a parsing model's `Parser` as a SavedModel at `out_dir` (atomically)."""
     return _export(parser.translator, out_dir, overwrite, {"task": "parsing", **(info or {})},
-                   ids_only=False, parser=parser)
+                   ids_only=False, parser=parser, warmup=warmup)
 
 
 def _export(translator: Translator, out_dir, overwrite: bool, info: dict | None,
-            ids_only: bool, parser: Parser | None) -> pathlib.Path:
+            ids_only: bool, parser: Parser | None, warmup: bool) -> pathlib.Path:
     out_dir = pathlib.Path(out_dir)
     check_out_dir(out_dir, overwrite)
     tmp = out_dir.parent / f".{out_dir.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        _write(translator, tmp, info, ids_only, parser)
+        _write(translator, tmp, info, ids_only, parser, warmup)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -95,7 +102,7 @@ def check_out_dir(out_dir, overwrite: bool) -> None:
 
 
 def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
-           ids_only: bool, parser: Parser | None = None) -> None:
+           ids_only: bool, parser: Parser | None = None, warmup: bool = True) -> None:
     if parser is not None:
         module = parser
         signatures = {"serving_default": parser.parse, "translate": translator.translate,
@@ -120,10 +127,16 @@ def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
                    "variant": "ids" if ids_only else "text",
                    **(info or {})}
     (extra / EXPORT_INFO).write_text(json.dumps(description, indent=2, sort_keys=True))
+    if warmup:
+        proto = translator.tokenizer.model_proto
+        batches = warmup_batches(proto, translator.decoding, model.max_source_length)
+        requests = ([{"source_ids": as_source_ids(proto, batch)} for batch in batches]
+                    if ids_only else [{"text": list(batch)} for batch in batches])
+        write_warmup_requests(extra / WARMUP_FILE, requests)
 
 
 def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
-                     ids_only: bool = False, parser: bool = False,
+                     ids_only: bool = False, parser: bool = False, warmup: bool = True,
                      **decoding_overrides) -> pathlib.Path:
     """Export a training run (averaged checkpoint if present) with its decoding settings,
     where `decoding_overrides` (beam_size=, alpha=, max_extra_length=, grammar=; None = keep) do
@@ -134,5 +147,6 @@ def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = Fals
     translator = Translator(model, tokenizer, run.decoding)
     info = {"checkpoint": str(path), "preset": run.preset}
     if parser:
-        return export_parser(Parser(translator), out_dir, overwrite, info=info)
-    return export_saved_model(translator, out_dir, overwrite, info=info, ids_only=ids_only)
+        return export_parser(Parser(translator), out_dir, overwrite, info=info, warmup=warmup)
+    return export_saved_model(translator, out_dir, overwrite, info=info, ids_only=ids_only,
+                              warmup=warmup)

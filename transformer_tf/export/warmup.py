@@ -1,0 +1,93 @@
+"""TF Serving warm-up requests, written into an export's `assets.extra/`.
+
+TF Serving replays the records of `assets.extra/tf_serving_warmup_requests` (a TFRecord
+file of `PredictionLog` protos) when it loads a model version, before the version serves
+traffic, so the first users do not pay for the first run of the graph. For an export with
+`--xla` this matters most: every (chunk size, source-length bucket) shape of the search is
+compiled on its first request (seconds each), so the warm-up holds one request per shape
+the signature can meet: chunk sizes 1, 2, 4, ... up to `chunk_size`, sources of every
+multiple of XLA_LENGTH_BUCKET tokens up to the model's maximum. A plain export gets two
+requests (1 and `chunk_size` sentences).
+
+The requests are made of one word repeated: a word the subword model spells as one piece,
+so that n words are n source tokens whatever the language.
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig
+from transformer_tf.data.bpe import python_processor
+from transformer_tf.decoding.model_search import XLA_LENGTH_BUCKET
+
+WARMUP_FILE = "tf_serving_warmup_requests"
+
+
+def one_piece_word(model_proto: bytes) -> str:
+    """A word the subword model encodes as exactly one piece (the first such piece, by id,
+    that is at least two characters long)."""
+    processor = python_processor(model_proto)
+    for piece_id in range(processor.get_piece_size()):
+        if processor.is_control(piece_id) or processor.is_unknown(piece_id):
+            continue
+        word = processor.decode([piece_id]).strip()
+        if len(word) >= 2 and " " not in word and processor.encode(word) == [piece_id]:
+            return word
+    raise ValueError("the subword model has no word spelt as one piece")
+
+
+def warmup_batches(model_proto: bytes, decoding: DecodingConfig,
+                   max_source_length: int) -> list[list[str]]:
+    """The sentences of each warm-up request (see the module doc)."""
+    word = one_piece_word(model_proto)
+    chunk = decoding.chunk_size or 8
+    if not decoding.xla:
+        return [[word], [" ".join([word] * 7)] * chunk]
+    sizes = sorted({min(2 ** i, chunk) for i in range(chunk.bit_length() + 1)})
+    # A bucket of b positions holds b - 1 tokens and EOS.
+    lengths = range(XLA_LENGTH_BUCKET, max_source_length + 1, XLA_LENGTH_BUCKET)
+    return [[" ".join([word] * (length - 1))] * size for size in sizes for length in lengths]
+
+
+def as_source_ids(model_proto: bytes, batch: Sequence[str]) -> np.ndarray:
+    """int32 [len(batch), S]: the sentences' ids + EOS, PAD-padded (an ids signature's
+    input)."""
+    rows = [ids + [EOS_ID] for ids in python_processor(model_proto).encode(list(batch))]
+    width = max(len(r) for r in rows)
+    return np.array([r + [PAD_ID] * (width - len(r)) for r in rows], np.int32)
+
+
+def write_warmup_requests(path, requests: Sequence[dict],
+                          signature_name: str = "serving_default") -> pathlib.Path:
+    """Write one `PredictionLog` per request ({input name: array-like}: a PredictRequest
+    of `signature_name`) to the TFRecord file `path`."""
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    path = pathlib.Path(path)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for inputs in requests:
+            request = predict_pb2.PredictRequest()
+            request.model_spec.signature_name = signature_name
+            for name, value in inputs.items():
+                request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+    return path
+
+
+def read_warmup_requests(path) -> list[tuple[str, dict]]:
+    """(signature name, {input name: numpy array}) of each record of a warm-up file."""
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    requests = []
+    for record in tf.data.TFRecordDataset(str(path)):
+        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        request = log.predict_log.request
+        requests.append((request.model_spec.signature_name,
+                         {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}))
+    return requests
