@@ -49,6 +49,7 @@ class ParseJobOptions:
     work_dir: str = "runs/ptb_parsing"
     preset: str = "parsing_cpu"
     vocab_size: int = 4000
+    subword: str = "bpe"  # or "wordpiece" (whole words where the vocabulary has them)
     train_minutes: float | None = 45.0
     max_steps: int | None = None
     epochs: float | None = None
@@ -104,7 +105,8 @@ def run_parse_job(options: ParseJobOptions) -> dict:
         prepared = load_prepared(data_dir)
         print(f"already prepared: {data_dir}")
     else:
-        prepared = prepare_treebank(options.treebank_dir, data_dir, options.vocab_size)
+        prepared = prepare_treebank(options.treebank_dir, data_dir, options.vocab_size,
+                                    subword=options.subword)
     info = prepared.metadata["treebank"]
     print(f"split {info['split_rule']}; sentences {info['sentences']}")
     stage_done("prepare")

@@ -34,7 +34,10 @@ def main(argv=None):
     parser.add_argument("--preset", choices=PRESET_NAMES, default="parsing_cpu",
                         help="model preset (default parsing_cpu; parsing = the paper's size)")
     parser.add_argument("--vocab-size", type=int, default=4000,
-                        help="shared BPE vocabulary (default 4000; paper 16k on the full WSJ)")
+                        help="shared vocabulary size (default 4000; paper 16k on the full WSJ)")
+    parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
+                        help="bpe (sentencepiece, default) or wordpiece (words whole where "
+                             "the vocabulary holds them, like the paper's word vocabulary)")
     parser.add_argument("--train-minutes", type=float, default=45.0,
                         help="the run's training time in minutes, in all invocations "
                              "together (default 45; 0 = none, "
@@ -87,7 +90,7 @@ def _run(parser, args) -> int:
 
     options = ParseJobOptions(
         treebank_dir=treebank, work_dir=args.work_dir, preset=args.preset,
-        vocab_size=args.vocab_size, train_minutes=minutes, max_steps=args.max_steps,
+        vocab_size=args.vocab_size, subword=args.subword, train_minutes=minutes, max_steps=args.max_steps,
         epochs=args.epochs, eval_every=args.eval_every, model_overrides=model_overrides,
         training_overrides=training_overrides, average_last=args.average_last,
         beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,

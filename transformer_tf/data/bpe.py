@@ -72,10 +72,11 @@ class BpeOptions:
       num_threads: sentencepiece trainer threads.
       user_defined_symbols: pieces always kept whole, each one id (e.g. the bracket tokens
         of linearised parse trees, written with sentencepiece's word-start mark U+2581 so
-        that " (NP" is one piece); empty for translation.
+        that " (NP" is one piece; for word pieces: whole words, added to the vocabulary
+        where the learner left them out); empty for translation.
       subword: "bpe" (sentencepiece BPE, the default) or "wordpiece" (tensorflow-text's
         word-piece learner and tokenizer, see `transformer_tf.data.wordpiece`; identity
-        normalisation only, no byte fallback, no user-defined symbols).
+        normalisation only, no byte fallback).
     """
 
     vocab_size: int = 8000
@@ -92,9 +93,8 @@ class BpeOptions:
         if self.subword not in SUBWORDS:
             raise ValueError(f"subword: expected one of {SUBWORDS}, got {self.subword!r}")
         if self.subword == "wordpiece":
-            if self.normalization != "identity" or self.user_defined_symbols:
-                raise ValueError("subword 'wordpiece' supports the identity normalization only "
-                                 "and no user-defined symbols")
+            if self.normalization != "identity":
+                raise ValueError("subword 'wordpiece' supports the identity normalization only")
             if self.vocab_size <= NUM_SPECIAL_IDS + 1:
                 raise ValueError(f"vocab_size: {self.vocab_size} is too small for word pieces")
             return
@@ -202,7 +202,8 @@ def train_subword_model(sentences: Iterable[str], options: BpeOptions = BpeOptio
     corpus = _sample(sentences, options.max_training_sentences, options.seed)
     logger.info("learning a %d-piece word-piece vocabulary on %d sentences",
                 options.vocab_size, len(corpus))
-    return wordpiece.train_wordpiece(corpus, options.vocab_size)
+    return wordpiece.train_wordpiece(corpus, options.vocab_size,
+                                     whole_words=options.user_defined_symbols)
 
 
 def python_processor(model_proto: bytes):

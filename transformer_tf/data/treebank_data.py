@@ -44,9 +44,13 @@ def gold_path(prepared: PreparedData, split: str) -> Path:
 
 
 def prepare_treebank(treebank_dir, out_dir, vocab_size: int = 8000,
-                     max_length: int | None = None) -> PreparedData:
+                     max_length: int | None = None, subword: str = "bpe") -> PreparedData:
     """Prepare `treebank_dir` (a directory of .mrg files) into `out_dir`; see the module
-    docstring. Raises TreebankError (file and line) on an ill-formed file."""
+    docstring. Raises TreebankError (file and line) on an ill-formed file.
+
+    `subword`: "bpe" (sentencepiece; the tree tokens are user-defined pieces) or
+    "wordpiece" (words kept whole where the vocabulary holds them, as the paper's 16k-token
+    vocabulary; the tree tokens are whole pieces, added where the learner left them out)."""
     out_dir = Path(out_dir)
     rule, split = split_files(find_mrg_files(treebank_dir))
     logger.info("treebank split %s", rule)
@@ -72,8 +76,9 @@ def prepare_treebank(treebank_dir, out_dir, vocab_size: int = 8000,
     corpus = text_file_corpus(SOURCE_LANGUAGE, TARGET_LANGUAGE, pairs["train"],
                               pairs["valid"], pairs["test"], name="ptb")
     options = bpe_lib.BpeOptions(
-        vocab_size=vocab_size,
-        user_defined_symbols=tuple(WORD_START + s for s in tree_symbols(labels)))
+        vocab_size=vocab_size, subword=subword,
+        user_defined_symbols=tuple((WORD_START if subword == "bpe" else "") + s
+                                   for s in tree_symbols(labels)))
     try:
         prepare_corpus(corpus, out_dir, options, max_length,
                        inputs={name: {"files": [str(f.resolve()) for f in files]}

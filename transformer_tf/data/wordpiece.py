@@ -49,9 +49,12 @@ def words_of(text: str) -> list[str]:
     return [word for word in text.split(" ") if word]
 
 
-def train_wordpiece(sentences: Iterable[str], vocab_size: int) -> bytes:
+def train_wordpiece(sentences: Iterable[str], vocab_size: int,
+                    whole_words: Iterable[str] = ()) -> bytes:
     """Learns a word-piece vocabulary of at most `vocab_size` pieces (reserved ids included;
-    the learner aims within a few percent below) on `sentences`; returns the model bytes."""
+    the learner aims within a few percent below) on `sentences`; returns the model bytes.
+    `whole_words` the learner left out are appended as pieces (so each is one id; the
+    vocabulary may then exceed `vocab_size` by that many)."""
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
     counts = collections.Counter(word for sentence in sentences for word in words_of(sentence))
@@ -61,6 +64,8 @@ def train_wordpiece(sentences: Iterable[str], vocab_size: int) -> bytes:
                           max_token_length=50, joiner=SUFFIX_INDICATOR)
     if list(vocab[:NUM_SPECIAL_IDS]) != list(RESERVED_PIECES):
         raise AssertionError(f"word-piece learner moved the reserved pieces: {vocab[:8]}")
+    learnt = set(vocab)
+    vocab = list(vocab) + [word for word in dict.fromkeys(whole_words) if word not in learnt]
     return MAGIC + json.dumps({"vocab": list(vocab), "suffix_indicator": SUFFIX_INDICATOR,
                                "max_bytes_per_word": MAX_BYTES_PER_WORD},
                               ensure_ascii=False).encode("utf-8")
