@@ -1,6 +1,6 @@
 """A time budget counts the whole run, across invocations: the training time is saved with
-every checkpoint, a resumed run trains only what is left, and a run whose budget is spent
-trains no further (it is evaluated and exported again as it is)."""
+every checkpoint, and a run whose budget is spent trains no further (it is evaluated and
+exported again as it is)."""
 import pytest
 
 from transformer_tf.training import checkpoints
@@ -26,11 +26,7 @@ def test_training_time_is_saved_and_counted_across_invocations(tiny_multi30k, tm
     spent = _train(tiny_multi30k, tmp_path, max_minutes=saved / 60.0 / 2)
     assert (spent.step, spent.start_step, spent.stopped_by) == (3, 3, "time")
     assert spent.trained_seconds == pytest.approx(saved)
-
-    # A larger budget and a step plan: it continues, and the time adds up.
-    more = _train(tiny_multi30k, tmp_path, max_steps=5, max_minutes=60)
-    assert (more.start_step, more.step, more.stopped_by) == (3, 5, "steps")
-    assert checkpoints.trained_seconds(more.last_checkpoint) > saved
+    # (That a resumed run carries the time on: tests/training/test_training_run.py.)
 
 
 def test_budget_counts_the_time_before_this_invocation(monkeypatch):

@@ -121,12 +121,15 @@ def resumed(tiny_multi30k, tmp_path_factory):
             process.wait()
     killed_at = latest_step(model_dir)
     killed_checkpoints = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
+    from transformer_tf.training.checkpoints import trained_seconds
+    killed_seconds = trained_seconds(model_dir / "checkpoints" / f"ckpt-{killed_at}")
     second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
     lines = second.stdout.splitlines()
     result = json.loads("\n".join(lines[max(i for i, x in enumerate(lines) if x == "{"):]))
     return {"model_dir": model_dir, "killed_at": killed_at, "result": result,
             "killed_checkpoints": killed_checkpoints, "killed_pid": process.pid,
+            "killed_seconds": killed_seconds,
             "second_stderr": second.stderr}
 
 
@@ -149,6 +152,8 @@ def test_restarted_run_continues_from_the_saved_step(resumed):
     assert result["start_step"] == resumed["killed_at"]
     assert result["step"] == result["planned_steps"] == STEPS
     assert result["last_checkpoint"].endswith(f"ckpt-{STEPS}")
+    # The training time saved with the killed run's checkpoint is carried on.
+    assert result["trained_seconds"] > resumed["killed_seconds"] > 0
     # The restarted process writes new event files; its first training scalars are
     # for the first logging step after the checkpoint, not for step LOG_EVERY.
     logdir = pathlib.Path(result["logdir"])
