@@ -169,3 +169,16 @@ def test_ctranslate2_export_refuses_word_pieces(small_wordpiece, tmp_path):
 
     with pytest.raises(ValueError, match="word pieces"):
         export_ctranslate2(None, small_wordpiece, tmp_path / "ct2", DecodingConfig())
+
+
+def test_whole_words_stay_one_piece_where_the_learner_would_split_them():
+    sentences = ["the cat sat on the mat", "the dog sat"] * 20 + ["(WHADJP XX )WHADJP"]
+    whole = ["(WHADJP", ")WHADJP", "XX", "the", "(UCP"]
+    model = wordpiece.train_wordpiece(sentences, 60, whole_words=whole)
+    vocabulary = wordpiece.WordpieceVocabulary(model)
+    tokenizer = wordpiece.WordpieceTokenizer(model)
+    for word in whole:  # rare ones were added, frequent ones were learnt (not twice)
+        assert vocabulary.pieces.count(word) == 1
+        assert tokenizer.tokenize(tf.constant([word])).to_list()[0] == [vocabulary.piece_to_id(word)]
+    without = wordpiece.WordpieceVocabulary(wordpiece.train_wordpiece(sentences, 60))
+    assert "(UCP" not in without.pieces  # never seen: only whole_words brings it
