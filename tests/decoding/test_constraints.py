@@ -204,7 +204,8 @@ def test_greedy_search_equals_the_prefix_by_prefix_reference():
         assert got[-1] == EOS_ID and _well_formed(got[:-1], count)
 
 
-@pytest.mark.parametrize("chunked,xla", [(False, False), (True, False), (True, True)])
+# The chunked search runs the plain one on each chunk: (False, False) adds nothing.
+@pytest.mark.parametrize("chunked,xla", [(True, False), (True, True)])
 def test_every_beam_hypothesis_is_a_well_formed_tree(chunked, xla):
     model = _model()
     counts = [3, 1, 5, 2, 0, 4]

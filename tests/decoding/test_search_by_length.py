@@ -56,8 +56,10 @@ def _assert_same_as_alone(result, alone_rows):
         np.testing.assert_allclose(result.scores[row], alone.scores[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("beam_size,n_best", [(1, 1), (3, 2)])
-@pytest.mark.parametrize("chunk_size", [1, 4, 64])
+# Chunks of 4 cut the 9 rows into sorted chunks with a filled last one (both searches);
+# 1 searches each row alone, 64 the whole batch as one chunk of 16 (one search each).
+@pytest.mark.parametrize("beam_size,n_best,chunk_size", [
+    (1, 1, 4), (3, 2, 4), (3, 2, 1), (1, 1, 64)])
 def test_each_row_gets_what_it_gets_alone(beam_size, n_best, chunk_size):
     model = _transformer()
     sources = _sources()
