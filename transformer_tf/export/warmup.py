@@ -7,7 +7,7 @@ traffic, so the first users do not pay for the first run of the graph. For an ex
 compiled on its first request (seconds each), so the warm-up holds one request per shape
 the signature can meet: chunk sizes 1, 2, 4, ... up to `chunk_size`, sources of every
 multiple of XLA_LENGTH_BUCKET tokens up to the model's maximum. A plain export gets two
-requests (1 and `chunk_size` sentences).
+requests: 1 sentence, and `chunk_size` sentences (8 when the search is not chunked).
 
 The requests are made of one word repeated: a word the subword model spells as one piece,
 so that n words are n source tokens whatever the language.
