@@ -3,12 +3,15 @@
 
     python bench/profile_tf.py --what train --shape base [--xla] [--steps 2] [--json]
     python bench/profile_tf.py --what decode --shape base --beam 4 [--steps 1]
+    python bench/profile_tf.py --what serving --saved-model DIR --sentences FILE [--batch 64]
 
 Builds the same model and inputs as bench/workers/train_tf.py / decode_tf.py, runs one
 untimed call (tracing, compiling), then `--steps` calls under `tf.profiler.experimental`
 and converts the trace with TensorFlow's own profiler plugin ("framework_op_stats", the
 table behind TensorBoard's profile tab). Prints the self-time per op type (MatMul,
-BatchMatMul, Softmax, ...), the share of the total, and the top ops by name. The trace
+BatchMatMul, Softmax, ...), the share of the total, and the top ops by name. `serving`
+profiles an exported SavedModel's `serving_default` (text in, text out) on the first
+`--batch` lines of a real text file, one call per step, as bench/workers/serving.py times it. The trace
 stays in --logdir for TensorBoard's trace viewer (`tensorboard --logdir DIR`, Profile tab).
 Not part of run_all.py: profiling slows the run down and is for humans.
 """
@@ -68,14 +71,19 @@ def summarise(rows: list[dict], steps: int, top: int = 15) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--what", choices=["train", "decode"], default="train")
+    parser.add_argument("--what", choices=["train", "decode", "serving"], default="train")
     parser.add_argument("--shape", default="multi30k", choices=sorted(common.SHAPES))
     parser.add_argument("--xla", action="store_true")
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--saved-model", help="serving: an exported SavedModel directory")
+    parser.add_argument("--sentences", help="serving: a text file, one sentence per line")
+    parser.add_argument("--batch", type=int, default=64, help="serving: sentences per call")
     parser.add_argument("--logdir", default=None, help="keep the trace here (default: temp)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.what == "serving" and not (args.saved_model and args.sentences):
+        parser.error("--what serving needs --saved-model and --sentences")
     shape = common.SHAPES[args.shape]
 
     # TF is imported after argument parsing, and Keras and the library only once TF's
@@ -104,6 +112,16 @@ def main(argv=None):
 
         def call():
             model.train_on_batch(*batch)
+    elif args.what == "serving":
+        import tensorflow_text  # noqa: F401  (registers the SentencepieceOp kernels)
+
+        with open(args.sentences, encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for _, line in zip(range(args.batch), f)]
+        serving = tf.saved_model.load(args.saved_model).signatures["serving_default"]
+        text = tf.constant(lines)
+
+        def call():
+            serving(text=text)["translation"].numpy()
     else:
         from fixed_length import fixed_length_search
         from transformer_tf.models.transformer import Transformer
@@ -128,13 +146,15 @@ def main(argv=None):
     tf.profiler.experimental.stop()
     path = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1]
     summary = summarise(op_stats(path), args.steps)
-    summary.update({"what": args.what, "shape": shape.name, "xla": args.xla,
+    summary.update({"what": args.what, "shape": shape.name if args.what != "serving" else None,
+                    "xla": args.xla,
                     "beam": args.beam if args.what == "decode" else None, "steps": args.steps,
                     "logdir": logdir})
     if args.json:
         print(json.dumps(summary))
         return
-    print(f"{args.what} {shape.name} xla={args.xla}: busy {summary['busy_ms_per_step']:.0f} ms "
+    subject = args.saved_model if args.what == "serving" else shape.name
+    print(f"{args.what} {subject} xla={args.xla}: busy {summary['busy_ms_per_step']:.0f} ms "
           f"per call (op self time, both threads' ops summed by the profiler)")
     print("by op type:")
     for row in summary["by_type"]:

@@ -2,7 +2,8 @@
 changes the batch-64 throughput of the graph that `serving_default` runs.
 
     .venv/bin/python bench/serving_variants.py --model-dir MDIR [--sentences 512]
-        [--batch-size 64] [--variants fixed_cache,growing,chunk8,chunk16,chunk32,chunk16_xla]
+        [--batch-size 64]
+        [--variants fixed_cache,growing,chunk8,chunk16,chunk32,chunk16_xla,chunk16_k_finished]
 
 Times `Translator.translate` (text in, text out: tokenisation, search, detokenisation) on
 the first --sentences Multi30k test 2016 sentences in file order, in batches of
@@ -13,6 +14,8 @@ compiles every XLA shape); best of two timed passes. Variants:
   growing       the whole batch at once, caches that grow by one position per step
   chunkN        growing caches, the batch sorted by source length, N rows at a time
   chunk16_xla   chunks of 16 compiled by XLA (fixed caches of bucket + 50 positions)
+  chunk16_k_finished  chunk16 with the "k_finished" stopping rule (a sentence stops once
+                beam_size hypotheses have finished, as CTranslate2 does) instead of "exact"
 
 Prints one JSON object (sentences/s per variant and the machine's load).
 """
@@ -30,7 +33,8 @@ import common  # noqa: E402
 
 common.set_thread_env()
 
-VARIANTS = ("fixed_cache", "growing", "chunk8", "chunk16", "chunk32", "chunk16_xla")
+VARIANTS = ("fixed_cache", "growing", "chunk8", "chunk16", "chunk32", "chunk16_xla",
+            "chunk16_k_finished")
 
 
 def _fixed_cache_search(model, source_ids, decoding, n_best=1, forbidden_ids=()):
@@ -58,6 +62,8 @@ def _translator(variant, model, tokenizer):
         decoding = DecodingConfig(**base, chunk_size=0)
     elif variant == "chunk16_xla":
         decoding = DecodingConfig(**base, chunk_size=16, xla=True)
+    elif variant == "chunk16_k_finished":
+        decoding = DecodingConfig(**base, chunk_size=16, stopping="k_finished")
     else:
         decoding = DecodingConfig(**base, chunk_size=int(variant[len("chunk"):]))
     translator = translator_lib.Translator(model, tokenizer, decoding)

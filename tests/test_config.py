@@ -78,6 +78,12 @@ def test_unknown_fields_and_presets_are_rejected():
         TrainingConfig(warmup_steps=0)
     with pytest.raises(ConfigError, match="beam_size"):
         DecodingConfig(beam_size=0)
+    with pytest.raises(ConfigError, match="stopping.*'exact', 'k_finished'"):
+        DecodingConfig(stopping="early")
+    # Configs saved before the field existed load with the exact rule.
+    saved = DecodingConfig().get_config()
+    del saved["stopping"]
+    assert DecodingConfig.from_config(saved).stopping == "exact"
 
 
 def test_paper_presets_carry_their_step_plans_and_the_en_fr_big_model():

@@ -384,6 +384,8 @@ class TrainingConfig(_Serialisable):
 
 
 GRAMMARS = ("none", "tree")
+# When a beam search stops before the length limit; see transformer_tf.decoding.search.
+STOPPING_RULES = ("exact", "k_finished", "never")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,6 +406,11 @@ class DecodingConfig(_Serialisable):
       grammar: what every output must be. "none": any sequence; "tree": a linearised
         parse tree, well formed, one word slot per source word
         (`decoding.constraints.BracketGrammar`; the parsing presets' default).
+      stopping: when a sentence's beam search ends before its length limit. "exact": once
+        no alive hypothesis can beat the best finished one (the result of searching to
+        the limit; tensor2tensor's rule). "k_finished": once beam_size hypotheses have
+        finished (fairseq's and CTranslate2's rule; fewer steps, and it can miss a longer,
+        better-scoring output). See `decoding.search`.
     """
 
     beam_size: int = 4
@@ -412,6 +419,7 @@ class DecodingConfig(_Serialisable):
     chunk_size: int = 16
     xla: bool = False
     grammar: str = "none"
+    stopping: str = "exact"
 
     def __post_init__(self):
         _check(isinstance(self.beam_size, int) and self.beam_size > 0, "beam_size",
@@ -425,6 +433,8 @@ class DecodingConfig(_Serialisable):
                "the XLA search compiles fixed chunk shapes: give chunk_size > 0 too")
         _check(self.grammar in GRAMMARS, "grammar",
                f"expected one of {GRAMMARS}, got {self.grammar!r}")
+        _check(self.stopping in STOPPING_RULES, "stopping",
+               f"expected one of {STOPPING_RULES}, got {self.stopping!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -105,8 +105,9 @@ def brute_force(model, seed, eos_bias, max_len, alpha):
     return sorted(out, key=lambda hyp: -hyp[1])
 
 
-def reference_beam(model, seed, eos_bias, max_len, beam_size, alpha, n_best):
-    """The documented rules, written plainly: (tokens, score) for the n best, best first."""
+def reference_beam(model, seed, eos_bias, max_len, beam_size, alpha, n_best, stop_after=None):
+    """The documented rules, written plainly: (tokens, score) for the n best, best first.
+    `stop_after`: stop once that many hypotheses have finished (the "k_finished" rule)."""
     alive, finished = [((), 0.0)], []
     for t in range(max_len):
         candidates = []
@@ -122,7 +123,7 @@ def reference_beam(model, seed, eos_bias, max_len, beam_size, alpha, n_best):
                 finished.append((tokens, log_prob / lp(t + 1, alpha)))
             else:
                 alive.append((tokens, log_prob))
-        if not alive:
+        if not alive or (stop_after is not None and len(finished) >= stop_after):
             break
     return sorted(finished, key=lambda f: -f[1])[:n_best]
 
@@ -273,10 +274,23 @@ def test_early_stopping_stops_the_loop_and_does_not_change_the_result():
     early = run_beam(model, seeds, max_lengths, 4, eos_bias=eos_bias)
     calls = int(model.calls.numpy())
     assert calls == early.num_steps <= 3
-    late = run_beam(model, seeds, max_lengths, 4, eos_bias=eos_bias, early_stopping=False)
+    late = run_beam(model, seeds, max_lengths, 4, eos_bias=eos_bias, stopping="never")
     assert late.num_steps > 10
     np.testing.assert_array_equal(early.ids, late.ids)
     np.testing.assert_array_equal(early.scores, late.scores)
+
+
+@pytest.mark.parametrize("beam_size,n_best", [(2, 1), (4, 3)])
+def test_k_finished_stops_once_beam_size_hypotheses_finished(beam_size, n_best):
+    vocab, max_lengths, seeds = 6, [6, 3, 6, 1, 6], [1, 2, 3, 4, 5]
+    eos_bias = [1.0, 1.0, -1.0, 0.0, 2.0]
+    model = ToyModel(vocab_size=vocab, max_decode_length=6, seed=3)
+    result = run_beam(model, seeds, max_lengths, beam_size, n_best=n_best, eos_bias=eos_bias,
+                      stopping="k_finished")
+    for b in range(len(seeds)):
+        expected = reference_beam(model, seeds[b], eos_bias[b], max_lengths[b], beam_size, 0.6,
+                                  n_best, stop_after=beam_size)
+        check_hypotheses(result, b, expected, 6)
 
 
 class StepTableModel:
@@ -313,6 +327,22 @@ def test_length_penalty_lets_a_longer_hypothesis_beat_an_early_eos():
     assert list(greedy.ids.numpy()[0, 0, :2]) == [EOS_ID, PAD_ID]
 
 
+def test_k_finished_can_stop_before_the_exact_rule_and_miss_a_better_output():
+    # The table of the previous test, beam 2: [EOS] finishes at step 0 and [4, EOS] at
+    # step 1, so k_finished stops after 2 steps with [EOS] (score -0.69); the exact rule
+    # goes on and finds [4, 4, 4, 4, EOS] (-0.44).
+    probs = [[0.02, 0.02, 0.01, 0.5, 0.45]]  # PAD, UNK, BOS, EOS, 4
+    probs += [[0.003, 0.003, 0.004, 0.09, 0.9]] * 3
+    probs += [[0.02, 0.02, 0.02, 0.9, 0.04]] * 4
+    model = StepTableModel(probs)
+    quick = beam_search(model.step, {}, 1, 2, [8], alpha=2.0, stopping="k_finished")
+    exact = beam_search(model.step, {}, 1, 2, [8], alpha=2.0, stopping="exact")
+    assert int(quick.num_steps) == 2 < int(exact.num_steps)
+    assert list(quick.ids.numpy()[0, 0, :2]) == [EOS_ID, PAD_ID]
+    np.testing.assert_allclose(float(quick.scores[0, 0]), np.log(0.5), rtol=1e-6)
+    assert list(exact.ids.numpy()[0, 0, :5]) == [4, 4, 4, 4, EOS_ID]
+
+
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_done_sentences_are_frozen_and_the_batch_runs_until_the_last_is_done(beam_size):
     model = ToyModel(vocab_size=6, max_decode_length=8, seed=8)
@@ -326,6 +356,43 @@ def test_done_sentences_are_frozen_and_the_batch_runs_until_the_last_is_done(bea
     steps = [int(r.num_steps) for r in alone]
     assert steps[0] < steps[2] < steps[1] < 8  # sentence 1 ends before its max length
     assert together.num_steps == max(steps)
+
+
+@pytest.mark.parametrize("stopping", ["exact", "k_finished"])
+@pytest.mark.parametrize("beam_size,n_best", [(1, 1), (3, 2)])
+def test_a_compacting_search_drops_done_sentences_and_gives_the_same_results(
+        stopping, beam_size, n_best):
+    model = ToyModel(vocab_size=6, max_decode_length=8, seed=16)
+    seeds, max_lengths = [1, 2, 3, 4, 5, 6], [8, 3, 8, 1, 6, 8]
+    eos_bias = [2.0, 0.0, -1.0, 0.0, 1.0, 0.5]
+    want = run_beam(model, seeds, max_lengths, beam_size, n_best=n_best, eos_bias=eos_bias,
+                    stopping=stopping)
+    rows_searched = tf.Variable(0, dtype=tf.int32, trainable=False)
+
+    def step(ids, step, history, sentence):  # the per-sentence part as sentence_cache
+        rows_searched.assign_add(tf.shape(ids)[0])
+        logits, cache = model.step(ids, step, {"history": history, "sentence": sentence})
+        return logits, cache["history"]
+
+    def compacting(seeds, max_lengths, eos_bias):
+        batch = tf.shape(seeds)[0]
+        return beam_search(step, tf.zeros([batch, 8], tf.int32), batch, beam_size, max_lengths,
+                           n_best=n_best, max_decode_length=8, stopping=stopping,
+                           sentence_cache=[seeds, (eos_bias,)], compact=True)
+
+    graph = tf.function(compacting, input_signature=[tf.TensorSpec([None], tf.int32)] * 2
+                        + [tf.TensorSpec([None], tf.float32)])
+    for search_fn in (compacting, graph):
+        rows_searched.assign(0)
+        got = search_fn(tf.constant(seeds), tf.constant(max_lengths),
+                        tf.constant(eos_bias, tf.float32))
+        np.testing.assert_array_equal(got.ids.numpy(), want.ids)
+        np.testing.assert_allclose(got.scores.numpy(), want.scores, rtol=1e-6)
+        np.testing.assert_array_equal(got.lengths.numpy(), want.lengths)
+        assert int(got.num_steps) == int(want.num_steps)
+        # Sentence 3 (one token allowed) leaves after the first step, so fewer rows are
+        # searched than the whole batch at every step.
+        assert int(rows_searched.numpy()) < len(seeds) * beam_size * int(want.num_steps)
 
 
 def test_per_sentence_constants_can_be_closed_over_instead_of_cached():

@@ -12,6 +12,7 @@ import logging
 import sys
 
 from transformer_tf import console
+from transformer_tf.config import STOPPING_RULES
 
 
 def main(argv=None):
@@ -33,6 +34,11 @@ def main(argv=None):
                         help="compile each chunk's search with XLA (needs --chunk-size; each "
                              "chunk shape and source length bucket of 8 compiles on its "
                              "first request)")
+    parser.add_argument("--stopping", choices=STOPPING_RULES,
+                        help="when a sentence's beam search ends: exact (default; the result "
+                             "of searching to the length limit) or k_finished (once beam-size "
+                             "hypotheses have finished, as CTranslate2 and fairseq do: fewer "
+                             "steps, a better longer output can be missed)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
     parser.add_argument("--ids-only", action="store_true",
                         help="export the ids-in, ids-out variant without the tokenizer, for "
@@ -58,7 +64,8 @@ def _run(args) -> int:
                                 ids_only=args.ids_only, warmup=args.warmup,
                                 beam_size=args.beam_size, alpha=args.alpha,
                                 max_extra_length=args.max_extra_length,
-                                chunk_size=args.chunk_size, xla=args.xla)
+                                chunk_size=args.chunk_size, xla=args.xla,
+                                stopping=args.stopping)
     except (FileExistsError, FileNotFoundError, ValueError) as error:  # ConfigError too
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ import logging
 import sys
 
 from transformer_tf import console
+from transformer_tf.config import STOPPING_RULES
 
 
 def main(argv=None):
@@ -27,6 +28,10 @@ def main(argv=None):
     parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
     parser.add_argument("--max-extra-length", type=int,
                         help="output length limit = input length + this (default 50)")
+    parser.add_argument("--stopping", choices=STOPPING_RULES,
+                        help="when a sentence's beam search ends (default: the model's, "
+                             "exact); k_finished: once beam-size hypotheses have finished "
+                             "(faster; can miss a better, longer output)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
     parser.add_argument("--n-best", type=int, default=1,
                         help="print the N best hypotheses per sentence as "
@@ -51,7 +56,7 @@ def _run(args) -> int:
         translator = load_translator(
             model=args.model, model_dir=args.model_dir, checkpoint=args.checkpoint,
             beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
-            n_best=args.n_best)
+            n_best=args.n_best, stopping=args.stopping)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -85,13 +85,14 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
     return search_with_lengths(
         model, source_ids, beam_size=decoding.beam_size, alpha=decoding.alpha, n_best=n_best,
         max_lengths=max_lengths, cache_length=None,
-        forbidden_ids=sorted({PAD_ID, BOS_ID, *forbidden_ids}), constraint=constraint)
+        forbidden_ids=sorted({PAD_ID, BOS_ID, *forbidden_ids}), constraint=constraint,
+        stopping=decoding.stopping)
 
 
 def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_best: int,
                         max_lengths, cache_length, max_decode_length: int | None = None,
                         forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID),
-                        constraint=None) -> SearchResult:
+                        constraint=None, stopping: str = "exact") -> SearchResult:
     """The search with explicit length limits, for callers that need control over them
     (benchmarks fix the output length: EOS in `forbidden_ids`, static lengths for XLA).
 
@@ -109,16 +110,21 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
         -inf elsewhere; e.g. `decoding.constraints.BracketGrammar`). Its state (tensors
         with a leading row dimension) rides in the beams' cache, so it is reordered with
         them; every step adds its mask to the scores.
+      stopping: the beam search's stopping rule (`decoding.search.STOPPING_RULES`).
     """
     batch_size = tf.shape(source_ids)[0]
     encoded = model.encode(source_ids, training=False)
     state = model.init_cache(encoded, cache_length)
-    per_sentence, constants = state.per_sentence, state.constants
-    if beam_size > 1:
-        per_sentence = tf.nest.map_structure(lambda t: tile_beams(t, beam_size), per_sentence)
+    constants = state.constants
+    # A growing state means graph mode, where the beam search can also drop done sentences
+    # from the batch; the per-sentence tensors then travel with the search.
+    compact = beam_size > 1 and state.per_beam_grows
+    closed_over = state.per_sentence
+    if beam_size > 1 and not compact:
+        closed_over = tf.nest.map_structure(lambda t: tile_beams(t, beam_size), closed_over)
     forbidden = _forbidden_token_bias(model.target_vocab_size, forbidden_ids)  # once
 
-    def model_step(ids, step, per_beam):
+    def model_step(ids, step, per_beam, per_sentence=closed_over):
         logits, new_state = model.decode_step(
             ids, step, DecoderState(per_sentence, per_beam, constants, state.per_beam_grows))
         return tf.cast(logits, tf.float32) + forbidden, new_state.per_beam
@@ -126,10 +132,10 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
     if constraint is None:
         step_fn, initial = model_step, state.per_beam
     else:
-        def step_fn(ids, step, carried):
+        def step_fn(ids, step, carried, *per_sentence):
             per_beam, rules = carried
             rules = constraint.advance(rules, ids)  # ids: the previous step's tokens
-            scores, per_beam = model_step(ids, step, per_beam)
+            scores, per_beam = model_step(ids, step, per_beam, *per_sentence)
             return scores + constraint.mask(rules, step), (per_beam, rules)
 
         limits = tf.broadcast_to(tf.cast(max_lengths, tf.int32), [batch_size])
@@ -140,7 +146,9 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
     if beam_size == 1:
         return greedy_search(step_fn, initial, batch_size, max_lengths, **common)
     return beam_search(step_fn, initial, batch_size, beam_size, max_lengths,
-                       alpha=alpha, n_best=n_best, **common)
+                       alpha=alpha, n_best=n_best, stopping=stopping,
+                       sentence_cache=state.per_sentence if compact else None,
+                       compact=compact, **common)
 
 
 XLA_LENGTH_BUCKET = 8  # source positions: compiled searches are for multiples of this
@@ -210,7 +218,7 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
             max_lengths=tf.minimum(source_lengths(ids) + decoding.max_extra_length,
                                    model.max_target_length),
             cache_length=width, max_decode_length=width, forbidden_ids=forbidden_ids,
-            constraint=constraint)
+            constraint=constraint, stopping=decoding.stopping)
 
     def search_chunk(inputs):
         ids, row_lengths = inputs

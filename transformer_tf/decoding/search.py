@@ -17,7 +17,8 @@ The model side provides a step function
 Beam search gathers every cache tensor by the chosen beams after each step. Tensors that
 are the same for all beams of a sentence and never change (encoder outputs, the source
 padding mask) need not go through the cache: tile them once with `tile_beams(x, beam_size)`
-and let `step_fn` close over them, which saves a gather per step.
+and let `step_fn` close over them, which saves a gather per step; or, for a compacting
+beam search, give them as `sentence_cache` (below).
 
 Both searches run as one `tf.while_loop` with fixed shapes (outputs are allocated at
 `max_decode_length`), so they trace into a `tf.function`, a SavedModel and XLA
@@ -42,12 +43,20 @@ Python reference):
   allowed position all kept extensions, become finished with score
   log P / lp(length), lp(n) = ((5 + n) / 6) ** alpha (GNMT; `length` counts the EOS); the
   others stay alive. The `n_best` best finished hypotheses are kept. A sentence is done
-  when it reaches its maximum length, when it has no alive hypothesis left, or (with
-  `early_stopping`) when its n_best-th finished score is at least the best score any alive
-  hypothesis could still reach, max(alive log P) / lp(max_lengths[b]) (log-probabilities
-  only decrease and lp only grows when alpha >= 0, so this bound is exact and early
-  stopping never changes the result, up to exact ties). Done sentences are frozen; the loop
-  stops when every sentence is done.
+  when it reaches its maximum length, when it has no alive hypothesis left, or earlier by
+  the `stopping` rule:
+
+    "exact": when its n_best-th finished score is at least the best score any alive
+      hypothesis could still reach, max(alive log P) / lp(max_lengths[b])
+      (log-probabilities only decrease and lp only grows when alpha >= 0, so this bound
+      never changes the result, up to exact ties; tensor2tensor's rule);
+    "k_finished": once beam_size of its hypotheses have finished (fairseq's and
+      CTranslate2's rule). Faster, since the exact bound divides by the penalty of the
+      longest output allowed and so keeps searching long after the best output ended; a
+      longer hypothesis that would have scored better can be missed;
+    "never": only the two conditions above (for tests).
+
+  Done sentences are frozen; the loop stops when every sentence is done.
 
   A finished hypothesis uses its beam slot for the step it finishes in (the beam refills
   from the remaining alive hypotheses at the next step). That choice makes beam_size=1
@@ -57,7 +66,12 @@ Python reference):
   hypotheses finish at once, but then beam_size=1 is not greedy.)
 
 Work for done sentences is still computed (shapes are fixed, so rows cannot be dropped),
-but their outputs no longer change and they do not keep the loop running.
+but their outputs no longer change and they do not keep the loop running. Except in a
+compacting beam search (`compact=True`, graph mode only, as the batch size changes from
+step to step): there a done sentence's result is written out and its rows leave the
+batch, so every later step runs on the sentences still searching only. Its per-sentence
+tensors (`sentence_cache`, passed as a fourth argument, `step_fn(ids, step, cache,
+sentence_cache)`) are gathered only when sentences leave. The results are the same.
 """
 from __future__ import annotations
 
@@ -66,7 +80,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
+from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, STOPPING_RULES
 
 StepFn = Callable[[tf.Tensor, tf.Tensor, Any], "tuple[tf.Tensor, Any]"]
 
@@ -92,19 +106,30 @@ class SearchResult(NamedTuple):
     num_steps: tf.Tensor
 
 
+class _Finished(NamedTuple):
+    """The n best finished hypotheses of each sentence (N = n_best, L = max_decode_length)."""
+
+    seq: tf.Tensor  # int32 [rows, N, L]
+    score: tf.Tensor  # float32 [rows, N]: log P / lp(length), -inf if none
+    length: tf.Tensor  # int32 [rows, N]: EOS included
+
+
 class _BeamState(NamedTuple):
-    """What the beam search loop carries from one step to the next (B sentences, K beams,
-    N = n_best, L = max_decode_length)."""
+    """What the beam search loop carries from one step to the next: A sentences still in
+    the batch (A = B unless compacting), K beams, B sentences in all."""
 
     step: tf.Tensor  # int32 scalar: the position being predicted
-    done: tf.Tensor  # bool [B]: the sentence's result can no longer change
-    ids: tf.Tensor  # int32 [B * K]: each beam's last token (the next step's input)
-    alive_log_prob: tf.Tensor  # float32 [B, K]: log P of alive hypotheses, -inf if none
-    alive_seq: tf.Tensor  # int32 [B, K, L]: alive hypotheses' tokens
-    finished_seq: tf.Tensor  # int32 [B, N, L]: the n best finished hypotheses
-    finished_score: tf.Tensor  # float32 [B, N]: their log P / lp(length), -inf if none
-    finished_length: tf.Tensor  # int32 [B, N]: their lengths, EOS included
-    cache: Any  # the step function's cache, rows [B * K, ...]
+    done: tf.Tensor  # bool [A]: the sentence's result can no longer change
+    num_finished: tf.Tensor  # int32 [A]: hypotheses finished so far (kept or not)
+    rows: tf.Tensor  # int32 [A]: each sentence's row in the batch
+    max_lengths: tf.Tensor  # int32 [A]
+    ids: tf.Tensor  # int32 [A * K]: each beam's last token (the next step's input)
+    alive_log_prob: tf.Tensor  # float32 [A, K]: log P of alive hypotheses, -inf if none
+    alive_seq: tf.Tensor  # int32 [A, K, L]: alive hypotheses' tokens
+    finished: _Finished  # [A, ...]
+    cache: Any  # the step function's cache, rows [A * K, ...]
+    sentence_cache: Any  # per-sentence tensors, rows [A * K, ...] (compacting search)
+    results: _Finished  # [B, ...]: sentences that left the batch (compacting search)
 
 
 def check_n_best(n_best, beam_size: int) -> None:
@@ -161,16 +186,25 @@ def _resolve_max_lengths(max_lengths, batch_size, max_decode_length):
     return max_lengths, max_decode_length
 
 
-def _shape_invariants(loop_vars, cache, cache_grows: bool):
+def _relaxed(structure):
+    """Every tensor's shape with all sizes unknown (its rank kept)."""
+    return tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), structure)
+
+
+def _shape_invariants(loop_vars, cache, cache_grows: bool, compact: bool = False):
     """tf.while_loop's shape_invariants: None (every shape fixed) unless the cache grows,
-    then the loop variables' own shapes with the cache's relaxed to unknown sizes.
+    then the loop variables' own shapes with the cache's relaxed to unknown sizes; a
+    compacting beam search relaxes its active rows' leading dimension too.
     `loop_vars` holds `cache` as one of its (top-level) members."""
-    if not cache_grows:
+    if not (cache_grows or compact):
         return None
-    relaxed = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), cache)
+    relaxed = _relaxed(cache)
     if isinstance(loop_vars, _BeamState):
-        return tf.nest.map_structure(lambda t: t.shape, loop_vars._replace(cache=()))._replace(
-            cache=relaxed)
+        shapes = tf.nest.map_structure(lambda t: t.shape, loop_vars._replace(cache=()))
+        if compact:
+            active = loop_vars._replace(step=(), cache=(), results=())
+            shapes = _relaxed(active)._replace(step=shapes.step, results=shapes.results)
+        return shapes._replace(cache=relaxed)
     return tuple(v.shape for v in loop_vars[:-1]) + (relaxed,)
 
 
@@ -262,14 +296,17 @@ def beam_search(
     n_best: int = 1,
     max_decode_length: int | None = None,
     pad_id: int = PAD_ID,
-    early_stopping: bool = True,
+    stopping: str = "exact",
     cache_grows: bool = False,
+    sentence_cache=None,
+    compact: bool = False,
 ) -> SearchResult:
     """Beam search with the GNMT length penalty; see the module doc for the exact rules.
 
     Args:
       step_fn: `step_fn(ids [B*K], step, cache) -> (scores [B*K, V], cache)`; row
-        b * K + k is beam k of sentence b.
+        b * K + k is beam k of sentence b. With `sentence_cache`, called as
+        `step_fn(ids, step, cache, sentence_cache)`.
       initial_cache: nested structure of tensors with leading dimension `batch_size` (one
         row per sentence); the search tiles it to B * K rows and reorders it after every
         step by the beams the survivors came from.
@@ -284,10 +321,15 @@ def beam_search(
       max_decode_length: static size L of the outputs (the length the cache was built for).
         None: the static maximum of `max_lengths` when known, else its dynamic maximum
         (under XLA a value-dependent shape: it compiles, but once per distinct value).
-      early_stopping: stop a sentence once no alive hypothesis can beat its n-best finished
-        ones (exact: the result is the same either way, only faster).
+      stopping: when a sentence stops before its maximum length, one of STOPPING_RULES
+        (see the module doc): "exact" (the result of a search to the maximum length, only
+        faster), "k_finished" (once beam_size hypotheses have finished) or "never".
       cache_grows: the step function returns cache tensors of other shapes than it got
         (a growing cache; not under XLA).
+      sentence_cache: None, or nested tensors with leading dimension `batch_size` that are
+        the same for every beam of a sentence and never change; tiled to B * K rows and
+        passed to `step_fn` as its fourth argument, never reordered by beams.
+      compact: drop done sentences from the batch (see the module doc; not under XLA).
 
     Returns:
       A `SearchResult`: ids [B, n_best, L], scores [B, n_best] (log P / lp(length)),
@@ -296,87 +338,134 @@ def beam_search(
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
     check_n_best(n_best, beam_size)
+    if stopping not in STOPPING_RULES:
+        raise ValueError(f"stopping must be one of {STOPPING_RULES}, got {stopping!r}")
     if isinstance(alpha, (int, float)) and alpha < 0:
         raise ValueError(f"alpha must be non-negative (the early-stopping bound needs it), got {alpha}")
     k, n = int(beam_size), int(n_best)
     max_lengths, max_len = _resolve_max_lengths(max_lengths, batch_size, max_decode_length)
     alpha = tf.cast(alpha, tf.float32)
     positions = tf.range(max_len)
-    # Best score an alive hypothesis can still reach is log P / lp(max length).
-    max_length_penalty = length_penalty(max_lengths, alpha)  # [B]
-    row_offsets = tf.range(batch_size)[:, None] * k  # [B, 1]
-    # Only beam 0 is alive at the start, so step 0 expands BOS once instead of K times.
-    initial_alive = tf.tile(tf.constant([[0.0] + [_NEG_INF] * (k - 1)]), [batch_size, 1])
+    call_step = step_fn if sentence_cache is not None else (
+        lambda ids, step, cache, _: step_fn(ids, step, cache))
 
     def cond(state: _BeamState):
-        return tf.logical_and(state.step < max_len, tf.logical_not(tf.reduce_all(state.done)))
+        searching = (tf.size(state.done) > 0 if compact
+                     else tf.logical_not(tf.reduce_all(state.done)))
+        return tf.logical_and(state.step < max_len, searching)
 
     def body(state: _BeamState):
         step, done = state.step, state.done
-        scores, cache = step_fn(state.ids, step, state.cache)
+        rows = tf.shape(done)[0] if compact else batch_size  # A
+        scores, cache = call_step(state.ids, step, state.cache, state.sentence_cache)
         log_probs = _log_probs(scores)
         vocab = tf.shape(log_probs)[-1]
-        log_probs = tf.reshape(log_probs, [batch_size, k, vocab])
-        total = state.alive_log_prob[:, :, None] + log_probs  # [B, K, V]
-        top_log_prob, top_index = tf.math.top_k(tf.reshape(total, [batch_size, k * vocab]), k=k)
-        beam = top_index // vocab  # [B, K], the parent beam of each survivor
-        token = top_index % vocab  # [B, K]
-        seq = tf.gather(state.alive_seq, beam, batch_dims=1)  # [B, K, L]
+        log_probs = tf.reshape(log_probs, [rows, k, vocab])
+        total = state.alive_log_prob[:, :, None] + log_probs  # [A, K, V]
+        top_log_prob, top_index = tf.math.top_k(tf.reshape(total, [rows, k * vocab]), k=k)
+        beam = top_index // vocab  # [A, K], the parent beam of each survivor
+        token = top_index % vocab  # [A, K]
+        seq = tf.gather(state.alive_seq, beam, batch_dims=1)  # [A, K, L]
         seq = tf.where(positions[None, None, :] == step, token[:, :, None], seq)
 
         length = step + 1
-        at_max = length >= max_lengths  # [B]
-        finishing = (token == eos_id) | at_max[:, None]  # [B, K]
+        at_max = length >= state.max_lengths  # [A]
+        finishing = (token == eos_id) | at_max[:, None]  # [A, K]
         candidate_score = tf.where(
             finishing, top_log_prob / length_penalty(length, alpha), _NEG_INF)
 
         # Merge the new finished candidates into the n best so far (old ones win ties).
-        merged_score = tf.concat([state.finished_score, candidate_score], axis=1)  # [B, N + K]
-        merged_seq = tf.concat([state.finished_seq, seq], axis=1)  # [B, N + K, L]
-        merged_len = tf.concat(
-            [state.finished_length, tf.fill(tf.shape(candidate_score), length)], axis=1)
-        new_score, keep = tf.math.top_k(merged_score, k=n)  # [B, N]
+        old = state.finished
+        merged_score = tf.concat([old.score, candidate_score], axis=1)  # [A, N + K]
+        merged_seq = tf.concat([old.seq, seq], axis=1)  # [A, N + K, L]
+        merged_len = tf.concat([old.length, tf.fill(tf.shape(candidate_score), length)], axis=1)
+        new_score, keep = tf.math.top_k(merged_score, k=n)  # [A, N]
         frozen = done[:, None]
-        finished_score = tf.where(frozen, state.finished_score, new_score)
-        finished_length = tf.where(
-            frozen, state.finished_length, tf.gather(merged_len, keep, batch_dims=1))
-        finished_seq = tf.where(
-            frozen[:, :, None], state.finished_seq, tf.gather(merged_seq, keep, batch_dims=1))
+        finished = _Finished(
+            seq=tf.where(frozen[:, :, None], old.seq, tf.gather(merged_seq, keep, batch_dims=1)),
+            score=tf.where(frozen, old.score, new_score),
+            length=tf.where(frozen, old.length, tf.gather(merged_len, keep, batch_dims=1)))
 
         alive_log_prob = tf.where(finishing | frozen, _NEG_INF, top_log_prob)
-        cache = _reorder_cache(cache, tf.reshape(beam + row_offsets, [-1]))
-
-        best_alive = tf.reduce_max(alive_log_prob, axis=1)  # [B]
+        best_alive = tf.reduce_max(alive_log_prob, axis=1)  # [A]
         no_alive = tf.math.is_inf(best_alive)
+        newly_finished = finishing & tf.math.is_finite(top_log_prob) & ~frozen
+        num_finished = state.num_finished + tf.reduce_sum(tf.cast(newly_finished, tf.int32), 1)
         done = done | at_max | no_alive
-        if early_stopping:
-            done = done | (finished_score[:, n - 1] >= best_alive / max_length_penalty)
-        return (_BeamState(
-            step=step + 1, done=done, ids=tf.reshape(token, [-1]),
-            alive_log_prob=alive_log_prob, alive_seq=seq, finished_seq=finished_seq,
-            finished_score=finished_score, finished_length=finished_length, cache=cache),)
+        if stopping == "exact":
+            max_length_penalty = length_penalty(state.max_lengths, alpha)
+            done = done | (finished.score[:, n - 1] >= best_alive / max_length_penalty)
+        elif stopping == "k_finished":
+            done = done | (num_finished >= k)
 
+        new = state._replace(
+            step=step + 1, done=done, num_finished=num_finished, ids=token,
+            alive_log_prob=alive_log_prob, alive_seq=seq, finished=finished)
+        parents = beam + tf.range(rows)[:, None] * k  # [A, K]: rows of `cache` to keep
+        if compact:
+            new, parents = _drop_done(new, parents, k)
+        new = new._replace(ids=tf.reshape(new.ids, [-1]),
+                           cache=_reorder_cache(cache, tf.reshape(parents, [-1])))
+        return (new,)
+
+    initial_finished = _Finished(
+        seq=tf.fill([batch_size, n, max_len], tf.constant(pad_id, tf.int32)),
+        score=tf.fill([batch_size, n], tf.constant(_NEG_INF, tf.float32)),
+        length=tf.zeros([batch_size, n], tf.int32))
     initial = _BeamState(
         step=tf.constant(0, tf.int32),
         done=tf.zeros([batch_size], tf.bool),
+        num_finished=tf.zeros([batch_size], tf.int32),
+        rows=tf.range(batch_size),
+        max_lengths=max_lengths,
         ids=tf.fill([batch_size * k], tf.constant(bos_id, tf.int32)),
-        alive_log_prob=initial_alive,
+        # Only beam 0 is alive at the start, so step 0 expands BOS once instead of K times.
+        alive_log_prob=tf.tile(tf.constant([[0.0] + [_NEG_INF] * (k - 1)]), [batch_size, 1]),
         alive_seq=tf.fill([batch_size, k, max_len], tf.constant(pad_id, tf.int32)),
-        finished_seq=tf.fill([batch_size, n, max_len], tf.constant(pad_id, tf.int32)),
-        finished_score=tf.fill([batch_size, n], tf.constant(_NEG_INF, tf.float32)),
-        finished_length=tf.zeros([batch_size, n], tf.int32),
+        finished=initial_finished,
         cache=tf.nest.map_structure(lambda x: tile_beams(x, k), initial_cache),
+        sentence_cache=(() if sentence_cache is None
+                        else tf.nest.map_structure(lambda x: tile_beams(x, k), sentence_cache)),
+        results=initial_finished if compact else (),
     )
-    invariants = _shape_invariants(initial, initial.cache, cache_grows)
+    invariants = _shape_invariants(initial, initial.cache, cache_grows, compact)
     (final,) = tf.while_loop(cond, body, (initial,),
                              shape_invariants=None if invariants is None else (invariants,))
-    step, fin_seq, fin_score, fin_len = (
-        final.step, final.finished_seq, final.finished_score, final.finished_length)
-
-    valid = tf.math.is_finite(fin_score)
+    # A compacting search wrote every sentence out as it left; at the length limit all have.
+    fin = final.results if compact else final.finished
+    valid = tf.math.is_finite(fin.score)
     return SearchResult(
-        ids=tf.where(valid[:, :, None], fin_seq, pad_id),
-        scores=fin_score,
-        lengths=tf.where(valid, fin_len, 0),
-        num_steps=step,
+        ids=tf.where(valid[:, :, None], fin.seq, pad_id),
+        scores=fin.score,
+        lengths=tf.where(valid, fin.length, 0),
+        num_steps=final.step,
     )
+
+
+def _drop_done(state: _BeamState, parents: tf.Tensor, k: int):
+    """A compacting search's end of step: done sentences' results are written to
+    `state.results` and their rows leave every per-sentence tensor. Returns the new state
+    and `parents` [A', K] (the cache rows to keep, in the new order)."""
+    leaving = tf.where(state.done)[:, 0]
+    staying = tf.where(~state.done)[:, 0]
+    written = tf.gather(state.rows, leaving)[:, None]
+    results = _Finished(*(tf.tensor_scatter_nd_update(out, written, tf.gather(mine, leaving))
+                          for out, mine in zip(state.results, state.finished)))
+
+    def keep(t):
+        return tf.gather(t, staying)
+
+    beam_rows = tf.reshape(staying[:, None] * k + tf.range(k, dtype=staying.dtype)[None, :], [-1])
+    sentence_cache = state.sentence_cache
+    if tf.nest.flatten(sentence_cache):  # the big tensors: gathered only when rows leave
+        sentence_cache = tf.cond(
+            tf.size(leaving) > 0,
+            lambda: tf.nest.map_structure(lambda t: tf.gather(t, beam_rows), sentence_cache),
+            lambda: sentence_cache)
+    state = state._replace(
+        done=keep(state.done), num_finished=keep(state.num_finished), rows=keep(state.rows),
+        max_lengths=keep(state.max_lengths), ids=keep(state.ids),
+        alive_log_prob=keep(state.alive_log_prob), alive_seq=keep(state.alive_seq),
+        finished=_Finished(*(keep(t) for t in state.finished)),
+        sentence_cache=sentence_cache, results=results)
+    return state, keep(parents)

@@ -139,9 +139,9 @@ def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = Fals
                      ids_only: bool = False, parser: bool = False, warmup: bool = True,
                      **decoding_overrides) -> pathlib.Path:
     """Export a training run (averaged checkpoint if present) with its decoding settings,
-    where `decoding_overrides` (beam_size=, alpha=, max_extra_length=, grammar=; None = keep) do
-    not replace them; `ids_only`: the core-ops variant; `parser`: a parsing model, exported
-    as a Parser."""
+    where `decoding_overrides` (beam_size=, alpha=, max_extra_length=, grammar=, stopping=,
+    chunk_size=, xla=; None = keep) do not replace them; `ids_only`: the core-ops variant;
+    `parser`: a parsing model, exported as a Parser."""
     check_out_dir(out_dir, overwrite)  # before the minutes of loading and tracing
     model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
     translator = Translator(model, tokenizer, run.decoding)

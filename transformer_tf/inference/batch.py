@@ -64,14 +64,15 @@ def from_translator(translator, n_best: int = 1) -> LoadedTranslator:
 def load_translator(model: str | None = None, model_dir: str | None = None,
                     checkpoint: str | None = None, beam_size: int | None = None,
                     alpha: float | None = None, max_extra_length: int | None = None,
-                    n_best: int = 1, grammar: str | None = None) -> LoadedTranslator:
+                    n_best: int = 1, grammar: str | None = None,
+                    stopping: str | None = None) -> LoadedTranslator:
     """From a SavedModel directory (`model`) or a training run (`model_dir`).
 
     A SavedModel's own signatures are used when the requested search settings are those it
     was exported with; otherwise the model is rebuilt from its variables with the new ones.
     """
     overrides = dict(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
-                     grammar=grammar)
+                     grammar=grammar, stopping=stopping)
     if (model is None) == (model_dir is None):
         raise ValueError("give exactly one of a SavedModel directory or a model directory")
     if model_dir is not None:
