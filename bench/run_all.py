@@ -533,7 +533,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
                                   ["--engine", "savedmodel", "--model",
                                    prepared["savedmodel"], *args])
     variants = {}
-    for variant in ("unchunked", "chunked_xla"):
+    for variant in ("unchunked", "chunked_xla", "k_finished"):
         variants[variant] = runner.run(f"serving_savedmodel_{variant}", "serving",
                                        ["--engine", "savedmodel", "--model",
                                         prepared[f"savedmodel_{variant}"], *args,

@@ -6,8 +6,9 @@
 Writes DIR/savedmodel (scripts/export.py's SavedModel, with this beam and alpha baked into
 serving_default, and the default search: requests sorted by source length, --chunk-size
 rows at a time), DIR/savedmodel_unchunked (each request searched as one batch),
-DIR/savedmodel_chunked_xla (the default, each chunk's search compiled by XLA) and
-DIR/ctranslate2 (scripts/export_ctranslate2.py's model, the same
+DIR/savedmodel_chunked_xla (the default, each chunk's search compiled by XLA),
+DIR/savedmodel_k_finished (the default with CTranslate2's stopping rule: a sentence stops
+once beam-size hypotheses have finished) and DIR/ctranslate2 (scripts/export_ctranslate2.py's model, the same
 checkpoint: MDIR's averaged one if present, else its latest). Prints their paths as JSON.
 """
 from __future__ import annotations
@@ -46,10 +47,14 @@ def main(argv=None):
     chunked_xla = export_model_dir(args.model_dir, out / "savedmodel_chunked_xla",
                                    overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
                                    chunk_size=args.chunk_size, xla=True)
+    k_finished = export_model_dir(args.model_dir, out / "savedmodel_k_finished",
+                                  overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
+                                  chunk_size=args.chunk_size, stopping="k_finished")
     converted = export_model_dir_ctranslate2(args.model_dir, out / "ctranslate2", overwrite=True,
                                              beam_size=args.beam_size, alpha=args.alpha)
     common.emit({"savedmodel": str(saved), "savedmodel_unchunked": str(unchunked),
                  "savedmodel_chunked_xla": str(chunked_xla),
+                 "savedmodel_k_finished": str(k_finished),
                  "chunk_size": args.chunk_size, "ctranslate2": str(converted),
                  "checkpoint": pick_checkpoint(args.model_dir),
                  "beam_size": args.beam_size, "alpha": args.alpha,

@@ -117,8 +117,10 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
     state = model.init_cache(encoded, cache_length)
     constants = state.constants
     # A growing state means graph mode, where the beam search can also drop done sentences
-    # from the batch; the per-sentence tensors then travel with the search.
-    compact = beam_size > 1 and state.per_beam_grows
+    # from the batch; the per-sentence tensors then travel with the search. Greedy search
+    # is then a compacting beam search of one beam with alpha 0 (the same outputs and
+    # scores, log P).
+    compact = state.per_beam_grows
     closed_over = state.per_sentence
     if beam_size > 1 and not compact:
         closed_over = tf.nest.map_structure(lambda t: tile_beams(t, beam_size), closed_over)
@@ -143,10 +145,10 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
 
     common = dict(max_decode_length=max_decode_length, eos_id=EOS_ID, bos_id=BOS_ID,
                   pad_id=PAD_ID, cache_grows=state.per_beam_grows)
-    if beam_size == 1:
+    if beam_size == 1 and not compact:
         return greedy_search(step_fn, initial, batch_size, max_lengths, **common)
     return beam_search(step_fn, initial, batch_size, beam_size, max_lengths,
-                       alpha=alpha, n_best=n_best, stopping=stopping,
+                       alpha=alpha if beam_size > 1 else 0.0, n_best=n_best, stopping=stopping,
                        sentence_cache=state.per_sentence if compact else None,
                        compact=compact, **common)
 
