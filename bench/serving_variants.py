@@ -11,7 +11,9 @@ the first --sentences Multi30k test 2016 sentences in file order, in batches of
 compiles every XLA shape); best of two timed passes. Variants:
 
   fixed_cache   the whole batch at once, decoder caches of max output length (before)
-  growing       the whole batch at once, caches that grow by one position per step
+  growing       the whole batch at once, caches that grow by one position per step (and,
+                as every graph-mode search since the compacting beam search, sentences
+                leave the batch when they are done)
   chunkN        growing caches, the batch sorted by source length, N rows at a time
   chunk16_xla   chunks of 16 compiled by XLA (fixed caches of bucket + 50 positions)
   chunk16_k_finished  chunk16 with the "k_finished" stopping rule (a sentence stops once

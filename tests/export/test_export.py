@@ -164,13 +164,18 @@ def test_translate_script_keeps_order_and_empty_lines(exported):
         [sys.executable, str(REPO / "scripts" / "translate.py"), "--model", str(path), "--quiet"],
         input=raw, capture_output=True, timeout=300, check=True)
     assert len(result.stdout.decode().split("\n")[:-1]) == 2
+    # Other search settings than the export's rebuild the model around its weights.
     nbest = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "translate.py"), "--model", str(path), "--quiet",
-         "--n-best", "2", "--beam-size", "2"],
+         "--n-best", "2", "--beam-size", "2", "--stopping", "k_finished"],
         input="A man.\nA dog.\n", capture_output=True, text=True, timeout=300, check=True)
     rows = [line.split(" ||| ") for line in nbest.stdout.strip().split("\n")]
     assert [r[0] for r in rows] == ["0", "0", "1", "1"]
     assert float(rows[0][2]) >= float(rows[1][2])
+    same = Translator(translator.model, translator.tokenizer,
+                      translator.decoding.replace(beam_size=2, stopping="k_finished"), n_best=2)
+    want = same.translate_nbest(tf.constant(["A man.", "A dog."]))["translations"].numpy()
+    assert [r[1] for r in rows] == [t.decode() for t in want.reshape(-1)]
 
 
 @pytest.mark.parametrize("arguments, message", [
