@@ -20,9 +20,9 @@ padding mask) need not go through the cache: tile them once with `tile_beams(x, 
 and let `step_fn` close over them, which saves a gather per step; or, for a compacting
 beam search, give them as `sentence_cache` (below).
 
-Both searches run as one `tf.while_loop` with fixed shapes (outputs are allocated at
-`max_decode_length`), so they trace into a `tf.function`, a SavedModel and XLA
-(`jit_compile=True`) without Python work per step.
+Both searches run as one `tf.while_loop` (outputs are allocated at `max_decode_length`), so
+they trace into a `tf.function` and a SavedModel without Python work per step, and, with
+fixed shapes (no growing cache, no compaction), into XLA (`jit_compile=True`).
 
 Length conventions (shared by both searches):
 
