@@ -397,10 +397,11 @@ class DecodingConfig(_Serialisable):
       alpha: GNMT length penalty exponent, ((5 + len) / 6) ** alpha (paper: 0.6).
       max_extra_length: output may be at most input length + this (paper: 50).
       chunk_size: N > 0 sorts a batch by source length and searches it N rows at a time
-        (`decoding.model_search.search_model_by_length`): the same outputs, less work on
-        batches of mixed lengths (serving: 1.32x the sentences/s of the whole batch at
-        once, on batches of 64 Multi30k sentences, beam 4, 2 CPU cores; 8 and 32 rows
-        were slower than 16; bench/README.md). 0 searches a batch as it comes.
+        (`decoding.model_search.search_model_by_length`): the same outputs. It was 1.32x
+        faster than the whole batch before the graph-mode search dropped done sentences
+        from its batch; since then the whole batch measured about 1.17x faster than
+        chunks of 16 on a loaded machine (bench/README.md), so this default is to be
+        remeasured. 0 searches a batch as it comes.
       xla: compile each chunk's search with XLA, for a fixed set of shapes (chunk sizes,
         source lengths in steps of 8); needs chunk_size > 0.
       grammar: what every output must be. "none": any sequence; "tree": a linearised
