@@ -24,6 +24,7 @@ import time
 import tensorflow as tf
 
 from transformer_tf.data.prepared import METADATA_FILE, load_prepared
+from transformer_tf.data.treebank import TreebankError
 from transformer_tf.data.treebank_data import gold_path, prepare_treebank
 from transformer_tf.evaluation.evalb import evalb
 from transformer_tf.evaluation.textfiles import read_lines
@@ -50,6 +51,7 @@ class ParseJobOptions:
     preset: str = "parsing_cpu"
     vocab_size: int = 4000
     subword: str = "bpe"  # or "wordpiece" (whole words where the vocabulary has them)
+    leaves: str = "slot"  # or "words" (data.linearise)
     train_minutes: float | None = 45.0
     max_steps: int | None = None
     epochs: float | None = None
@@ -104,9 +106,13 @@ def run_parse_job(options: ParseJobOptions) -> dict:
     if (data_dir / METADATA_FILE).exists():
         prepared = load_prepared(data_dir)
         print(f"already prepared: {data_dir}")
+        prepared_leaves = prepared.metadata["treebank"].get("leaves", "slot")
+        if prepared_leaves != options.leaves:
+            raise TreebankError(f"{data_dir} was prepared with leaves {prepared_leaves!r}, not "
+                             f"{options.leaves!r}: give another --work-dir")
     else:
         prepared = prepare_treebank(options.treebank_dir, data_dir, options.vocab_size,
-                                    subword=options.subword)
+                                    subword=options.subword, leaves=options.leaves)
     info = prepared.metadata["treebank"]
     print(f"split {info['split_rule']}; sentences {info['sentences']}")
     stage_done("prepare")

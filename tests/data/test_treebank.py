@@ -75,6 +75,23 @@ def test_linearisation_and_its_inverse():
     assert tree_symbols(["VP", "NP"]) == ["(NP", "(VP", ")NP", ")VP", "XX"]
 
 
+def test_linearisation_with_the_words_as_leaves():
+    tree = clean_tree(read_trees(MRG)[0])
+    tokens = linearise(tree, leaves="words")
+    assert " ".join(tokens) == "(S (NP Ms. Haag )NP (VP plays (NP Elianti )NP )VP . )S"
+    back, counts = delinearise(tokens, tree.words(), leaves="words")
+    assert counts.total == 0
+    assert back.to_string() == (
+        "(TOP (S (NP (XX Ms.) (XX Haag)) (VP (XX plays) (NP (XX Elianti))) (. .)))")
+    assert tree_symbols(["VP", "NP"], leaves="words") == ["(NP", "(VP", ")NP", ")VP"]
+    # A leaf's own text is not used: every token but a labelled bracket takes the next
+    # input word (XX, a misspelt word, a bare bracket), and the repairs are the same.
+    assert tree_from_output("(S XX Haag ( )NP )S word", "a b c d", leaves="words") == \
+        tree_from_output("(S XX XX XX )NP )S XX", "a b c d")
+    with pytest.raises(ValueError, match="leaves"):
+        linearise(tree, leaves="tags")
+
+
 def repaired(text, sentence):
     tree, counts = tree_from_output(text, sentence)
     kinds = {k: v for k, v in counts.as_dict().items()
@@ -133,6 +150,22 @@ def test_prepared_treebank(tmp_path):
         "(TOP (S (NP (PRP It)) (VP (VBD rained)) (. .)))")
     with pytest.raises(TreebankError):
         prepare_treebank(tmp_path / "nothing", tmp_path / "prep2")
+    # "words" leaves: the target's pieces between the brackets are the source's own, and
+    # each vocabulary tells its leaf convention.
+    from transformer_tf.inference.grammar import leaves_of_vocabulary
+
+    words = prepare_treebank(source, tmp_path / "prep_words", vocab_size=300, leaves="words")
+    assert words.metadata["treebank"]["leaves"] == "words"
+    words_processor = python_processor(words.bpe_model_path.read_bytes())
+    for source_line, target_line in zip(words.files("train").source.read_text().splitlines(),
+                                        words.files("train").target.read_text().splitlines()):
+        pieces = words_processor.encode(target_line, out_type=str)
+        brackets = [p for p in pieces if p.lstrip("\u2581")[:1] in ("(", ")")]
+        assert len(brackets) == sum(t[0] in "()" for t in target_line.split())
+        assert [p for p in pieces if p not in brackets] == words_processor.encode(
+            source_line, out_type=str)
+    assert leaves_of_vocabulary(words.bpe_model_path.read_bytes()) == "words"
+    assert leaves_of_vocabulary(prepared.bpe_model_path.read_bytes()) == "slot"
 
 
 def test_tree_rejects_nothing_it_can_print():

@@ -7,6 +7,10 @@
   whole prefix (no cache) and takes the best token the Python rules allow;
 * beam search and the chunked (and XLA) searches return only well-formed trees;
 * the vocabulary builder counts the words of real treebank sentences as they are written.
+
+The same for `CopyBracketGrammar` ("words" leaves): its complete outputs are exactly the
+well-formed trees whose leaves are the source pieces in order, no bracket inside a word
+(brute force), and every beam hypothesis of a random model is one.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig, ModelConfig
 from transformer_tf.data.linearise import delinearise
-from transformer_tf.decoding.constraints import BracketGrammar
+from transformer_tf.decoding.constraints import BracketGrammar, CopyBracketGrammar
 from transformer_tf.decoding.model_search import search_model, search_model_by_length
 from transformer_tf.models.transformer import Transformer
 
@@ -106,10 +110,12 @@ def _sources_with_words(counts, rng) -> np.ndarray:
     return np.array([r + [PAD_ID] * (width - len(r)) for r in rows], np.int32)
 
 
-def _all_allowed_outputs(grammar, num_words, max_length):
+def _all_allowed_outputs(grammar, num_words, max_length, source=None):
     """Every complete output the grammar allows (breadth-first over allowed prefixes;
-    each level of prefixes is one batch through the grammar)."""
-    source = np.array([[11] * num_words + [EOS_ID]], np.int32)
+    each level of prefixes is one batch through the grammar); `source` [1, S] defaults
+    to `num_words` one-piece words."""
+    if source is None:
+        source = np.array([[11] * num_words + [EOS_ID]], np.int32)
     prefixes = [[]]
     complete = set()
     for step in range(max_length):
@@ -140,6 +146,62 @@ def test_allowed_outputs_are_exactly_the_well_formed_trees(num_words, max_length
                 if _well_formed(list(seq), num_words)}
     assert expected  # the limits leave room for some trees
     assert _all_allowed_outputs(grammar, num_words, max_length) == expected
+
+
+def _copy_grammar(max_depth=64, labels=3):
+    return CopyBracketGrammar(VOCAB, OPEN_IDS[:labels], CLOSE_IDS[:labels], WORD_START,
+                              EOS_ID, PAD_ID, max_depth=max_depth)
+
+
+def _well_formed_copy(tokens, source_pieces) -> bool:
+    """The independent judge for "words" leaves: the pieces between the brackets are the
+    source's, in order; no bracket splits a word (a continuation piece follows a piece);
+    the tree reader, given the words those pieces spell, needs no repair."""
+    if [t for t in tokens if t not in TOKEN_TEXT] != list(source_pieces):
+        return False
+    text, previous = [], None
+    for t in tokens:
+        if t in TOKEN_TEXT:
+            text.append(TOKEN_TEXT[t])
+        elif WORD_START[t]:
+            text.append(f"w{t}")
+        elif previous is None or previous in TOKEN_TEXT:
+            return False
+        else:
+            text[-1] += f"+{t}"
+        previous = t
+    words = [w for w in text if not w.startswith(("(", ")"))]
+    _, counts = delinearise(text, words, leaves="words")
+    return counts.total == 0
+
+
+@pytest.mark.parametrize("pieces,max_length", [((11,), 6), ((11, 26), 6), ((12, 11), 6),
+                                               ((11, 26, 13), 7)])
+def test_copy_grammar_allows_exactly_the_trees_over_the_source_pieces(pieces, max_length):
+    grammar = _copy_grammar(labels=2)
+    alphabet = sorted(set(pieces)) + OPEN_IDS[:2] + CLOSE_IDS[:2]
+    expected = {seq for n in range(max_length)
+                for seq in itertools.product(alphabet, repeat=n)
+                if _well_formed_copy(seq, pieces)}
+    assert expected
+    source = np.array([list(pieces) + [EOS_ID, PAD_ID]], np.int32)
+    assert _all_allowed_outputs(grammar, None, max_length, source) == expected
+
+
+def test_copy_grammar_counts_words_and_keeps_brackets_out_of_words():
+    grammar = _copy_grammar()
+    state = grammar.initial_state(tf.constant([[11, 26, 27, 12, EOS_ID, PAD_ID]]), 20)
+    assert state["words_left"].numpy().tolist() == [2]
+    state = grammar.advance(state, tf.constant([BOS_ID]))  # BOS changes nothing
+    state = grammar.advance(state, tf.constant([OPEN_IDS[0]]))
+    state = grammar.advance(state, tf.constant([11]))
+    # Inside the word "11 26 27" only its next piece may follow.
+    assert set(np.flatnonzero(np.isfinite(grammar.mask(state, 2).numpy()[0]))) == {26}
+    state = grammar.advance(state, tf.constant([26]))
+    state = grammar.advance(state, tf.constant([27]))
+    assert state["words_left"].numpy().tolist() == [1]
+    allowed = set(np.flatnonzero(np.isfinite(grammar.mask(state, 4).numpy()[0])))
+    assert allowed == {12, *OPEN_IDS, CLOSE_IDS[0]}
 
 
 def test_words_are_counted_by_their_first_piece():
@@ -249,3 +311,28 @@ def test_the_tree_grammar_of_a_treebank_vocabulary_counts_real_words():
     np.testing.assert_array_equal(grammar.count_words(ids), [len(s.split()) for s in sentences])
     with pytest.raises(ValueError, match="tree tokens"):
         tree_grammar(train_bpe(known * 20, BpeOptions(vocab_size=300)), 300)
+
+
+@pytest.mark.parametrize("compacting", [False, True])
+def test_every_copy_grammar_hypothesis_is_the_source_in_brackets(compacting):
+    """Eager search (fixed batch), and the compacting graph search that sentences leave
+    when done (the grammar's state, source ids included, travels with them)."""
+    model = _model()
+    counts = [3, 1, 5, 2, 0, 4]
+    sources = _sources_with_words(counts, np.random.default_rng(4))
+    decoding = DecodingConfig(beam_size=3, alpha=0.3, max_extra_length=6)
+    grammar = _copy_grammar()
+
+    def search(ids):
+        return search_model(model, ids, decoding, n_best=3, constraint=grammar)
+
+    if compacting:
+        search = tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    result = search(tf.constant(sources))
+    for row, count in enumerate(counts):
+        pieces = [int(t) for t in sources[row] if t not in (EOS_ID, PAD_ID)]
+        lengths = result.lengths[row].numpy()
+        assert (lengths > 0).sum() == (1 if count == 0 else 3), row
+        for k in np.flatnonzero(lengths):
+            ids = result.ids[row, k, :lengths[k]].numpy().tolist()
+            assert ids[-1] == EOS_ID and _well_formed_copy(ids[:-1], pieces), (row, k, ids)

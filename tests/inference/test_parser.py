@@ -13,17 +13,20 @@ TOKENS = ["(S", "(NP", "(VP", ")S", ")NP", ")VP", "XX", "XX", "XX", "<unk>", "("
 WORDS = ["a", "b", ",", ".", "(", "''", "c"]
 
 
-def test_in_graph_reading_agrees_with_python_on_random_outputs():
+@pytest.mark.parametrize("leaves", ["slot", "words"])
+def test_in_graph_reading_agrees_with_python_on_random_outputs(leaves):
     rng = random.Random(3)
     outputs, sentences = [], []
     for _ in range(40):
         outputs.append(" ".join(rng.choice(TOKENS) for _ in range(rng.randint(0, 14))))
         sentences.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 6))))
-    outputs += ["(S (NP XX XX )NP (VP XX )VP XX )S"]
+    # With "words" leaves a leaf's text is not used: any word takes the next input word.
+    outputs += ["(S (NP XX XX )NP (VP XX )VP XX )S" if leaves == "slot" else
+                "(S (NP The dog )NP (VP sat )VP . )S"]
     sentences += ["the cat sat ."]
-    trees, repairs = trees_from_outputs(tf.constant(outputs), tf.constant(sentences))
+    trees, repairs = trees_from_outputs(tf.constant(outputs), tf.constant(sentences), leaves)
     for i, (output, sentence) in enumerate(zip(outputs, sentences)):
-        tree, counts = tree_from_output(output, sentence)
+        tree, counts = tree_from_output(output, sentence, leaves)
         assert trees[i].numpy().decode() == tree, (output, sentence)
         assert repairs[i].numpy().tolist() == [getattr(counts, k) for k in REPAIR_KINDS], (
             output, sentence)
@@ -94,3 +97,38 @@ def test_saved_model_through_parse_script(exported_parser, monkeypatch, capsys):
     assert main(["--model", str(exported_parser / "missing")]) == 2
     with pytest.raises(SystemExit):  # search settings belong to --model-dir
         main(["--model", str(exported_parser), "--beam-size", "4"])
+
+
+def test_parser_with_words_as_leaves_copies_the_sentence_into_a_tree():
+    """A tiny random model over a vocabulary without the word slot: the Parser reads it
+    as "words" leaves, the tree grammar copies the input pieces, so the raw output is the
+    sentence with brackets around and the tree needs no repair."""
+    from transformer_tf.config import DecodingConfig, get_preset
+    from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, train_bpe
+    from transformer_tf.data.linearise import tree_symbols
+    from transformer_tf.data.treebank import read_trees
+    from transformer_tf.inference.parser import Parser
+    from transformer_tf.inference.translator import Translator
+    from transformer_tf.models.transformer import Transformer
+
+    symbols = tree_symbols(["S", "NP", "VP"], leaves="words")
+    lines = ["the cat sat on the mat .", "(S (NP the cat )NP )S", "dogs bark loudly"] * 30
+    tokenizer = BpeTokenizer(train_bpe(lines, BpeOptions(
+        vocab_size=300, user_defined_symbols=tuple("\u2581" + s for s in symbols))))
+    tf.keras.utils.set_random_seed(6)
+    config = get_preset("tiny").model.replace(vocab_size=tokenizer.vocab_size,
+                                              max_position=64, d_model=16, d_ff=32)
+    model = Transformer(config)
+    model.build()
+    parser = Parser(Translator(model, tokenizer, DecodingConfig(
+        beam_size=2, alpha=0.3, max_extra_length=8, grammar="tree")))
+    assert parser.leaves == "words"
+    sentences = ["the cat sat on the mat .", "dogs barked ( loudly )", "zebras"]
+    out = parser.parse(tf.constant(sentences))
+    for i, sentence in enumerate(sentences):
+        words = [{"(": "-LRB-", ")": "-RRB-"}.get(w, w) for w in sentence.split()]
+        linearised = out["linearised"][i].numpy().decode().split()
+        assert [t for t in linearised if t[0] not in "()" or len(t) == 1] == words
+        tree = read_trees(out["tree"][i].numpy().decode())[0]
+        assert tree.words() == words
+        assert out["repairs"][i].numpy().sum() == 0

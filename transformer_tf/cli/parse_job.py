@@ -21,6 +21,7 @@ from pathlib import Path
 from transformer_tf import console
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import GRAMMARS, PRESET_NAMES
+from transformer_tf.data.linearise import LEAVES
 
 
 def main(argv=None):
@@ -38,6 +39,10 @@ def main(argv=None):
     parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
                         help="bpe (sentencepiece, default) or wordpiece (words whole where "
                              "the vocabulary holds them, like the paper's word vocabulary)")
+    parser.add_argument("--leaves", choices=LEAVES, default="slot",
+                        help="what stands for a word in the target tree: slot (one XX per "
+                             "word, Vinyals et al.; default) or words (the words themselves, "
+                             "copied from the input under the tree grammar)")
     parser.add_argument("--train-minutes", type=float, default=45.0,
                         help="the run's training time in minutes, in all invocations "
                              "together (default 45; 0 = none, "
@@ -90,7 +95,8 @@ def _run(parser, args) -> int:
 
     options = ParseJobOptions(
         treebank_dir=treebank, work_dir=args.work_dir, preset=args.preset,
-        vocab_size=args.vocab_size, subword=args.subword, train_minutes=minutes, max_steps=args.max_steps,
+        vocab_size=args.vocab_size, subword=args.subword, leaves=args.leaves,
+        train_minutes=minutes, max_steps=args.max_steps,
         epochs=args.epochs, eval_every=args.eval_every, model_overrides=model_overrides,
         training_overrides=training_overrides, average_last=args.average_last,
         beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,

@@ -2,28 +2,35 @@
 and back, with deterministic repair of ill-formed sequences.
 
 Source: the words, separated by single spaces. Target: the tree under its TOP root as
-labelled opening and closing brackets, with every part-of-speech node replaced by one
-placeholder token `XX` per word:
+labelled opening and closing brackets, with every part-of-speech node replaced by one leaf
+per word. Two conventions for the leaf (`LEAVES`):
 
     (TOP (S (NP (NNP Ms.) (NNP Haag)) (VP (VBZ plays) (NP (NNP Elianti))) (. .)))
-    ->  (S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S
+    "slot":   (S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S
+    "words":  (S (NP Ms. Haag )NP (VP plays (NP Elianti )NP )VP . )S
 
-Why one placeholder and not the tags: the target then says nothing about the words
-themselves, so every placeholder maps back onto the next input word (the words are
-copied, never generated), and the output vocabulary is the ~2 x 26 bracket tokens plus
-one; tags would add a tagging task (EVALB's bracket scores ignore tags). The tree read back
+"slot" is Vinyals et al.'s: one placeholder `XX` per word, so the output vocabulary is the
+~2 x 26 bracket tokens plus one. "words" writes the word itself: the decoder then finds its
+place in the sentence by content (the word after the one it wrote last) rather than by
+counting placeholders, which a Transformer trained on a few thousand sentences does not
+learn (README, parsing results); with the "tree" output grammar the words are copied from
+the source piece by piece, so the output is the input with brackets around. In both, every
+leaf maps back onto the next input word (a leaf's own text is never used), and tags are
+left out: they would add a tagging task, and EVALB's bracket scores ignore them. The tree
+read back
 carries `XX` as the tag of every word except punctuation, whose tag comes from
 PUNCTUATION_TAGS (the tag these word forms carry in the PTB training files): EVALB deletes
 punctuation by the tags of each tree separately, so a predicted tree must tag it as the
 gold tree does (`'`, tagged POS more often than '', is left as XX).
 
 Reading back (`delinearise`) never fails; it repairs, left to right, and counts each kind:
-  * `XX` beyond the number of words: dropped (extra_word_slots);
+  * a leaf beyond the number of words: dropped (extra_word_slots);
   * a closing bracket with nothing open: dropped (unmatched_closings);
   * a closing bracket whose label differs from the open one: closes it anyway, the opening
     label kept (relabelled_closings);
   * a constituent closed without any word inside: dropped (empty_constituents);
-  * any other token (unknown piece, bare bracket): dropped (unknown_tokens);
+  * any other token (with "slot" leaves: an ordinary subword piece or a bare bracket; with
+    "words" every token that is not a labelled bracket is a leaf): dropped (unknown_tokens);
   * at the end, words without a slot are attached, in order, to the innermost open
     constituent (or the root) (missing_word_slots), then the open brackets are closed
     (unclosed_brackets).
@@ -39,6 +46,7 @@ from transformer_tf.data.treebank import ROOT_LABEL, Tree
 
 WORD_SLOT = "XX"
 PLACEHOLDER_TAG = "XX"
+LEAVES = ("slot", "words")
 OPEN, CLOSE = "(", ")"
 PUNCTUATION_TAGS = {
     ",": ",", ".": ".", "?": ".", "!": ".", "``": "``", "`": "``", "''": "''",
@@ -64,13 +72,31 @@ def output_tag(word: str) -> str:
     return PUNCTUATION_TAGS.get(word, PLACEHOLDER_TAG)
 
 
-def linearise(tree: Tree) -> list[str]:
-    """The target tokens of `tree` (its TOP root is not written)."""
+def check_leaves(leaves: str) -> str:
+    if leaves not in LEAVES:
+        raise ValueError(f"leaves must be one of {LEAVES}, got {leaves!r}")
+    return leaves
+
+
+def is_bracket(token: str) -> bool:
+    """A labelled opening or closing bracket token ("(NP", ")NP")."""
+    return len(token) > 1 and token[0] in (OPEN, CLOSE)
+
+
+def is_leaf(token: str, leaves: str) -> bool:
+    """A target token that takes the next input word."""
+    return token == WORD_SLOT if leaves == "slot" else not is_bracket(token)
+
+
+def linearise(tree: Tree, leaves: str = "slot") -> list[str]:
+    """The target tokens of `tree` (its TOP root is not written), leaves as `leaves`
+    ("slot" or "words", see the module docstring)."""
+    check_leaves(leaves)
     tokens: list[str] = []
 
     def visit(node: Tree) -> None:
         if node.is_preterminal:
-            tokens.append(WORD_SLOT)
+            tokens.append(WORD_SLOT if leaves == "slot" else node.children[0])
             return
         tokens.append(OPEN + node.label)
         for child in node.children:
@@ -82,11 +108,12 @@ def linearise(tree: Tree) -> list[str]:
     return tokens
 
 
-def tree_symbols(labels: Sequence[str]) -> list[str]:
-    """Every target token for constituent `labels` (sorted): opening and closing brackets,
-    then the word slot."""
+def tree_symbols(labels: Sequence[str], leaves: str = "slot") -> list[str]:
+    """Every tree token for constituent `labels` (sorted): opening and closing brackets,
+    then, with "slot" leaves, the word slot (with "words" the leaves are ordinary words)."""
     labels = sorted(set(labels))
-    return [OPEN + label for label in labels] + [CLOSE + label for label in labels] + [WORD_SLOT]
+    brackets = [OPEN + label for label in labels] + [CLOSE + label for label in labels]
+    return brackets + ([WORD_SLOT] if check_leaves(leaves) == "slot" else [])
 
 
 def constituent_labels(trees) -> set[str]:
@@ -131,8 +158,10 @@ class RepairCounts:
         return {**dataclasses.asdict(self), "total": self.total}
 
 
-def delinearise(tokens: Sequence[str], words: Sequence[str]) -> tuple[Tree, RepairCounts]:
-    """The tree that `tokens` describe over `words`, repaired (see the module docstring).
+def delinearise(tokens: Sequence[str], words: Sequence[str],
+                leaves: str = "slot") -> tuple[Tree, RepairCounts]:
+    """The tree that `tokens` describe over `words`, repaired (see the module docstring);
+    `leaves`: the convention of `tokens` ("slot" or "words").
 
     Returns:
       (Tree rooted at TOP with the words and their output tags, RepairCounts).
@@ -148,8 +177,9 @@ def delinearise(tokens: Sequence[str], words: Sequence[str]) -> tuple[Tree, Repa
         else:
             counts.empty_constituents += 1
 
+    check_leaves(leaves)
     for token in tokens:
-        if token == WORD_SLOT:
+        if is_leaf(token, leaves):
             if next_word < len(words):
                 word = words[next_word]
                 stack[-1][1].append(Tree(output_tag(word), (word,)))
@@ -177,11 +207,12 @@ def delinearise(tokens: Sequence[str], words: Sequence[str]) -> tuple[Tree, Repa
     return Tree(ROOT_LABEL, tuple(stack[0][1])), counts
 
 
-def tree_from_output(linearised: str, sentence: str) -> tuple[str, RepairCounts]:
-    """(bracketed tree string, repairs) for a model output and its input sentence; ""
-    for a sentence without words."""
+def tree_from_output(linearised: str, sentence: str,
+                     leaves: str = "slot") -> tuple[str, RepairCounts]:
+    """(bracketed tree string, repairs) for a model output (leaves as `leaves`) and its
+    input sentence; "" for a sentence without words."""
     words = sentence_words(sentence)
     if not words:
         return "", RepairCounts()
-    tree, counts = delinearise(linearised.split(), words)
+    tree, counts = delinearise(linearised.split(), words, leaves)
     return tree.to_string(), counts

@@ -7,14 +7,14 @@ the documented split of the sample), cleans the trees (`treebank.clean_tree`), a
 prepared directory (`transformer_tf.data.prepared`) through `prepare.prepare_corpus`:
 
   {split}.en     the words of each sentence, separated by single spaces
-  {split}.tree   its linearisation (`linearise.linearise`)
-  bpe.model      one shared BPE model; every bracket token and the word slot are
-                 user-defined pieces, so each target token is exactly one id
+  {split}.tree   its linearisation (`linearise.linearise`, leaves "slot" or "words")
+  bpe.model      one shared BPE model; every bracket token (and the word slot) is a
+                 user-defined piece, so each tree token is exactly one id
   {split}.gold   (added here) the cleaned gold trees, one per line, TOP root, real tags:
                  the reference for EVALB scoring
 
-and records the split rule, the files of each split, the constituent labels and the gold
-files under "treebank" in prepared.json. Nothing is dropped from valid and test; training
+and records the split rule, the files of each split, the constituent labels, the leaf
+convention and the gold files under "treebank" in prepared.json. Nothing is dropped from valid and test; training
 trees longer than `max_length` target tokens are dropped (and counted) as for translation.
 """
 from __future__ import annotations
@@ -26,7 +26,8 @@ from pathlib import Path
 
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import text_file_corpus
-from transformer_tf.data.linearise import constituent_labels, linearise, tree_symbols
+from transformer_tf.data.linearise import (
+    check_leaves, constituent_labels, linearise, tree_symbols)
 from transformer_tf.data.prepare import prepare_corpus
 from transformer_tf.data.prepared import METADATA_FILE, PreparedData, load_prepared
 from transformer_tf.data.treebank import (
@@ -44,7 +45,8 @@ def gold_path(prepared: PreparedData, split: str) -> Path:
 
 
 def prepare_treebank(treebank_dir, out_dir, vocab_size: int = 8000,
-                     max_length: int | None = None, subword: str = "bpe") -> PreparedData:
+                     max_length: int | None = None, subword: str = "bpe",
+                     leaves: str = "slot") -> PreparedData:
     """Prepare `treebank_dir` (a directory of .mrg files) into `out_dir`; see the module
     docstring. Raises TreebankError (file and line) on an ill-formed file.
 
@@ -70,7 +72,7 @@ def prepare_treebank(treebank_dir, out_dir, vocab_size: int = 8000,
         target = staging / f"{name}.{TARGET_LANGUAGE}"
         source.write_text("".join(" ".join(t.words()) + "\n" for t in split_trees),
                           encoding="utf-8")
-        target.write_text("".join(" ".join(linearise(t)) + "\n" for t in split_trees),
+        target.write_text("".join(" ".join(linearise(t, leaves)) + "\n" for t in split_trees),
                           encoding="utf-8")
         pairs[name] = (source, target)
     corpus = text_file_corpus(SOURCE_LANGUAGE, TARGET_LANGUAGE, pairs["train"],
@@ -78,7 +80,7 @@ def prepare_treebank(treebank_dir, out_dir, vocab_size: int = 8000,
     options = bpe_lib.BpeOptions(
         vocab_size=vocab_size, subword=subword,
         user_defined_symbols=tuple((WORD_START if subword == "bpe" else "") + s
-                                   for s in tree_symbols(labels)))
+                                   for s in tree_symbols(labels, leaves)))
     try:
         prepare_corpus(corpus, out_dir, options, max_length,
                        inputs={name: {"files": [str(f.resolve()) for f in files]}
@@ -97,6 +99,7 @@ def prepare_treebank(treebank_dir, out_dir, vocab_size: int = 8000,
         "files": {name: [f.name for f in files] for name, files in split.items()},
         "sentences": {name: len(t) for name, t in trees.items()},
         "dropped_without_words": dropped_empty, "labels": labels, "gold": gold,
+        "leaves": leaves,
     }
     metadata_path.write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return load_prepared(out_dir)

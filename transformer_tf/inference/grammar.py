@@ -1,18 +1,21 @@
 """The output grammar a `DecodingConfig.grammar` names, built for one subword vocabulary.
 
-"tree" (the parsing task): a `decoding.constraints.BracketGrammar` over the vocabulary's
-tree tokens (`data.linearise`): the word slot `XX`, and every labelled opening bracket
-`(L` whose closing `)L` is in the vocabulary too. The treebank preparation makes each of
-them one piece (sentencepiece user-defined symbols "▁XX", "▁(NP", "▁)NP"). Source words are
+"tree" (the parsing task): a grammar over the vocabulary's tree tokens (`data.linearise`):
+every labelled opening bracket `(L` whose closing `)L` is in the vocabulary too, and the
+leaves. The treebank preparation makes each tree token one piece (sentencepiece
+user-defined symbols "▁(NP", "▁)NP", "▁XX"). The vocabulary says which leaf convention its
+model was trained on (`leaves_of_vocabulary`): with the word slot `XX` among its pieces,
+"slot" (`decoding.constraints.BracketGrammar`), without it "words"
+(`decoding.constraints.CopyBracketGrammar`: the source pieces copied in order). Words are
 counted by their first pieces: sentencepiece pieces that start with "▁", word pieces that
 do not start with the suffix mark "##" (a word spelt as <unk> is one word too).
 """
 from __future__ import annotations
 
-from transformer_tf.config import EOS_ID
+from transformer_tf.config import EOS_ID, PAD_ID
 from transformer_tf.data.bpe import python_processor
 from transformer_tf.data.linearise import CLOSE, OPEN, WORD_SLOT
-from transformer_tf.decoding.constraints import BracketGrammar
+from transformer_tf.decoding.constraints import BracketGrammar, CopyBracketGrammar
 
 SENTENCEPIECE_WORD_START = "\u2581"
 
@@ -31,37 +34,50 @@ def _word_starts(processor) -> list[int]:
     return starts
 
 
-def tree_grammar(model_proto: bytes, vocab_size: int) -> BracketGrammar:
-    """The "tree" grammar of a subword model whose vocabulary holds the tree tokens.
-
-    Args:
-      model_proto: the shared subword model's bytes (sentencepiece or word-piece).
-      vocab_size: the model's target vocabulary size (ids at or above it are ignored).
-
-    Raises:
-      ValueError: the vocabulary has no word slot or no bracket pair (not a parsing
-        model's vocabulary).
-    """
-    processor = python_processor(model_proto)
+def _token_ids(processor, vocab_size: int) -> dict[str, int]:
+    """{token text without the word-start mark: its first id below vocab_size}."""
     token_ids: dict[str, int] = {}
     for piece_id in range(min(processor.get_piece_size(), vocab_size)):
         if processor.is_control(piece_id) or processor.is_unknown(piece_id):
             continue
         token = processor.id_to_piece(piece_id).lstrip(SENTENCEPIECE_WORD_START)
         token_ids.setdefault(token, piece_id)
+    return token_ids
+
+
+def leaves_of_vocabulary(model_proto: bytes) -> str:
+    """The leaf convention ("slot" or "words", `data.linearise`) of a parsing model's
+    vocabulary: "slot" when the word slot is one of its pieces."""
+    processor = python_processor(model_proto)
+    return "slot" if WORD_SLOT in _token_ids(processor, processor.get_piece_size()) else "words"
+
+
+def tree_grammar(model_proto: bytes, vocab_size: int):
+    """The "tree" grammar of a subword model whose vocabulary holds the tree tokens:
+    a `BracketGrammar` for "slot" leaves, a `CopyBracketGrammar` for "words".
+
+    Args:
+      model_proto: the shared subword model's bytes (sentencepiece or word-piece).
+      vocab_size: the model's target vocabulary size (ids at or above it are ignored).
+
+    Raises:
+      ValueError: the vocabulary has no bracket pair (not a parsing model's vocabulary).
+    """
+    processor = python_processor(model_proto)
+    token_ids = _token_ids(processor, vocab_size)
     labels = sorted(t[len(OPEN):] for t in token_ids
                     if t.startswith(OPEN) and len(t) > len(OPEN) and CLOSE + t[len(OPEN):] in token_ids)
-    if WORD_SLOT not in token_ids or not labels:
+    if not labels:
         raise ValueError(
-            f"grammar 'tree' needs the tree tokens ({WORD_SLOT!r} and bracket pairs such as "
-            f"'(NP' / ')NP') as pieces of the vocabulary; this vocabulary has "
-            f"{'no ' + repr(WORD_SLOT) if WORD_SLOT not in token_ids else 'no bracket pair'}: "
-            "was it prepared by prepare_treebank?")
-    return BracketGrammar(
-        vocab_size=vocab_size, slot_id=token_ids[WORD_SLOT],
-        open_ids=[token_ids[OPEN + label] for label in labels],
-        close_ids=[token_ids[CLOSE + label] for label in labels],
-        word_start=_word_starts(processor), eos_id=EOS_ID)
+            "grammar 'tree' needs the tree tokens (bracket pairs such as '(NP' / ')NP') as "
+            "pieces of the vocabulary; this vocabulary has no bracket pair: was it prepared "
+            "by prepare_treebank?")
+    brackets = dict(open_ids=[token_ids[OPEN + label] for label in labels],
+                    close_ids=[token_ids[CLOSE + label] for label in labels],
+                    word_start=_word_starts(processor), eos_id=EOS_ID)
+    if WORD_SLOT in token_ids:
+        return BracketGrammar(vocab_size=vocab_size, slot_id=token_ids[WORD_SLOT], **brackets)
+    return CopyBracketGrammar(vocab_size=vocab_size, pad_id=PAD_ID, **brackets)
 
 
 def output_constraint(grammar: str, model_proto: bytes, vocab_size: int):

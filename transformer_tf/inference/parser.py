@@ -8,7 +8,8 @@ written with TensorFlow ops so that the exported SavedModel does it all in the g
    "repairs": int32 [N, len(REPAIR_KINDS)] (per sentence, in REPAIR_KINDS order)}.
 
 The in-graph reading follows the same rules as `linearise.delinearise` (tests check that
-both give the same trees and counts on random ill-formed sequences).
+both give the same trees and counts on random ill-formed sequences), for the leaf
+convention of the model's vocabulary (`inference.grammar.leaves_of_vocabulary`).
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import tensorflow as tf
 
 from transformer_tf.data.linearise import (
     CLOSE, OPEN, PLACEHOLDER_TAG, PUNCTUATION_TAGS, REPAIR_KINDS, WORD_ESCAPES, WORD_SLOT,
-    RepairCounts, sentence_words, tree_from_output)
+    RepairCounts, check_leaves, sentence_words, tree_from_output)
 from transformer_tf.data.treebank import ROOT_LABEL
 from transformer_tf.inference.batch import translate_lines
+from transformer_tf.inference.grammar import leaves_of_vocabulary
 from transformer_tf.inference.translator import Translator
 
 _KIND = {kind: index for index, kind in enumerate(REPAIR_KINDS)}
@@ -37,8 +39,9 @@ def _output_tags(words: tf.Tensor) -> tf.Tensor:
     return tags
 
 
-def _one_tree(tokens: tf.Tensor, words: tf.Tensor):
-    """tokens tf.string [T], words tf.string [W] -> (tree tf.string [], repairs int32 [K]).
+def _one_tree(tokens: tf.Tensor, words: tf.Tensor, convention: str):
+    """tokens tf.string [T], words tf.string [W] -> (tree tf.string [], repairs int32 [K]);
+    `convention`: the leaf convention of `tokens` ("slot" or "words").
 
     The output is built as a list of pieces ("(L", "(TAG word)", ")") joined by spaces;
     an opening piece is blanked when its constituent closes empty.
@@ -112,7 +115,9 @@ def _one_tree(tokens: tf.Tensor, words: tf.Tensor):
             return (depth, out, word, labels, positions, children, pieces,
                     count(repairs, "unknown_tokens"))
 
-        return i + 1, tf.case([(tf.equal(token, WORD_SLOT), word_slot), (is_open, opening),
+        is_leaf = (tf.equal(token, WORD_SLOT) if convention == "slot"
+                   else ~(is_open | is_close))
+        return i + 1, tf.case([(is_leaf, word_slot), (is_open, opening),
                                (is_close, closing)], default=unknown, exclusive=False)
 
     state = (tf.constant(0), tf.constant(0), tf.constant(0), stack_labels, stack_positions,
@@ -144,35 +149,47 @@ def _one_tree(tokens: tf.Tensor, words: tf.Tensor):
     return tree, repairs
 
 
-@tf.function(input_signature=[tf.TensorSpec([None], tf.string),
-                              tf.TensorSpec([None], tf.string)])
-def trees_from_outputs(linearised, sentences):
+def trees_from_outputs(linearised, sentences, leaves: str = "slot"):
     """Batch form of `linearise.tree_from_output`, in the graph.
 
     Args:
       linearised: tf.string [N], model outputs (space-separated tokens).
       sentences: tf.string [N], the input sentences.
+      leaves: the leaf convention of the outputs ("slot" or "words").
 
     Returns:
       (trees tf.string [N], repairs int32 [N, len(REPAIR_KINDS)]).
     """
-    tokens = tf.strings.split(linearised)
-    words = _escape_words(tf.strings.split(sentences))
+    return _TREE_READERS[check_leaves(leaves)](linearised, sentences)
 
-    def one(i):
-        return _one_tree(tokens[i], words[i])
 
-    return tf.map_fn(one, tf.range(tf.shape(linearised)[0]),
-                     fn_output_signature=(tf.TensorSpec([], tf.string),
-                                          tf.TensorSpec([len(REPAIR_KINDS)], tf.int32)))
+def _tree_reader(leaves: str):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
+                                  tf.TensorSpec([None], tf.string)])
+    def read(linearised, sentences):
+        tokens = tf.strings.split(linearised)
+        words = _escape_words(tf.strings.split(sentences))
+
+        def one(i):
+            return _one_tree(tokens[i], words[i], leaves)
+
+        return tf.map_fn(one, tf.range(tf.shape(linearised)[0]),
+                         fn_output_signature=(tf.TensorSpec([], tf.string),
+                                              tf.TensorSpec([len(REPAIR_KINDS)], tf.int32)))
+    return read
+
+
+_TREE_READERS = {leaves: _tree_reader(leaves) for leaves in ("slot", "words")}
 
 
 class Parser(tf.Module):
-    """A parsing model's Translator plus the in-graph tree reading; the unit exported."""
+    """A parsing model's Translator plus the in-graph tree reading; the unit exported.
+    The leaf convention is its vocabulary's."""
 
     def __init__(self, translator: Translator, name: str | None = "parser"):
         super().__init__(name=name)
         self.translator = translator
+        self.leaves = leaves_of_vocabulary(translator.tokenizer.model_proto)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def parse(self, text):
@@ -180,7 +197,7 @@ class Parser(tf.Module):
         words = _escape_words(tf.strings.split(text))
         normalised = tf.strings.reduce_join(words, axis=1, separator=" ")
         out = self.translator.translate(normalised)
-        trees, repairs = trees_from_outputs(out["translation"], normalised)
+        trees, repairs = trees_from_outputs(out["translation"], normalised, self.leaves)
         return {"tree": trees, "linearised": out["translation"], "score": out["score"],
                 "repairs": repairs}
 
@@ -193,11 +210,12 @@ def parse_lines(translator, lines, batch_size: int = 32, progress: bool = True):
       (trees: list of bracketed tree strings, "" for empty lines; linearised outputs;
        per-sentence RepairCounts; their total as RepairCounts).
     """
+    leaves = leaves_of_vocabulary(translator.bpe_model_proto)
     inputs = [" ".join(sentence_words(line)) for line in lines]
     outputs, _ = translate_lines(translator, inputs, batch_size, progress=progress)
     trees, per_sentence, total = [], [], RepairCounts()
     for line, row in zip(inputs, outputs):
-        tree, counts = tree_from_output(row[0], line)
+        tree, counts = tree_from_output(row[0], line, leaves)
         trees.append(tree)
         per_sentence.append(counts)
         total.add(counts)
