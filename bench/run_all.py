@@ -555,6 +555,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
             **{f"ours_{v}": _get(r, "sentences_per_s") for v, r in variant_runs.items()},
             **{f"ours_{v}_error": error for v, (_, error) in variants.items()},
             "chunk_size": prepared.get("chunk_size"),
+            "xla_chunk_size": prepared.get("xla_chunk_size"),
             "peer_name": "CTranslate2 float32 on the converted checkpoint (+ sentencepiece)",
             "ours_error": ours_error, "peer_missing": peer_error,
             "ours_target_tokens_per_s": _get(mine, "target_tokens_per_s"),

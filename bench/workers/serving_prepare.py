@@ -6,7 +6,8 @@
 Writes DIR/savedmodel (scripts/export.py's SavedModel, with this beam and alpha baked into
 serving_default, and the default search: requests sorted by source length, --chunk-size
 rows at a time), DIR/savedmodel_unchunked (each request searched as one batch),
-DIR/savedmodel_chunked_xla (the default, each chunk's search compiled by XLA),
+DIR/savedmodel_chunked_xla (chunks of --xla-chunk-size, each chunk's search compiled by
+XLA),
 DIR/savedmodel_k_finished (the default with CTranslate2's stopping rule: a sentence stops
 once beam-size hypotheses have finished) and DIR/ctranslate2 (scripts/export_ctranslate2.py's model, the same
 checkpoint: MDIR's averaged one if present, else its latest). Prints their paths as JSON.
@@ -30,12 +31,19 @@ def main(argv=None):
     parser.add_argument("--out", required=True)
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=0.6)
-    parser.add_argument("--chunk-size", type=int, default=16)
+    parser.add_argument("--chunk-size", type=int, default=None,
+                        help="the default export's chunk size (default: DecodingConfig's)")
+    parser.add_argument("--xla-chunk-size", type=int, default=16,
+                        help="chunk size of the XLA export (fixed shapes, no compaction: "
+                             "smaller chunks waste fewer steps; default 16)")
     args = parser.parse_args(argv)
+    from transformer_tf.config import DecodingConfig
     from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
     from transformer_tf.export.saved_model import export_model_dir
     from transformer_tf.inference.loading import pick_checkpoint
 
+    if args.chunk_size is None:
+        args.chunk_size = DecodingConfig().chunk_size
     out = Path(args.out)
     started = time.perf_counter()
     saved = export_model_dir(args.model_dir, out / "savedmodel", overwrite=True,
@@ -46,7 +54,7 @@ def main(argv=None):
                                  chunk_size=0)
     chunked_xla = export_model_dir(args.model_dir, out / "savedmodel_chunked_xla",
                                    overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
-                                   chunk_size=args.chunk_size, xla=True)
+                                   chunk_size=args.xla_chunk_size, xla=True)
     k_finished = export_model_dir(args.model_dir, out / "savedmodel_k_finished",
                                   overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
                                   chunk_size=args.chunk_size, stopping="k_finished")
@@ -55,7 +63,8 @@ def main(argv=None):
     common.emit({"savedmodel": str(saved), "savedmodel_unchunked": str(unchunked),
                  "savedmodel_chunked_xla": str(chunked_xla),
                  "savedmodel_k_finished": str(k_finished),
-                 "chunk_size": args.chunk_size, "ctranslate2": str(converted),
+                 "chunk_size": args.chunk_size, "xla_chunk_size": args.xla_chunk_size,
+                 "ctranslate2": str(converted),
                  "checkpoint": pick_checkpoint(args.model_dir),
                  "beam_size": args.beam_size, "alpha": args.alpha,
                  "seconds": round(time.perf_counter() - started, 1)})

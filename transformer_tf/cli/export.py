@@ -29,7 +29,7 @@ def main(argv=None):
     parser.add_argument("--chunk-size", type=int,
                         help="search each request sorted by source length, this many rows at "
                              "a time (same outputs, less work on mixed lengths); 0: the whole "
-                             "batch at once (default: the run's, 16)")
+                             "batch at once (default: the run's; 64 for new runs)")
     parser.add_argument("--xla", action="store_true", default=None,
                         help="compile each chunk's search with XLA (needs --chunk-size; each "
                              "chunk shape and source length bucket of 8 compiles on its "
