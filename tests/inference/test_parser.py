@@ -35,33 +35,38 @@ def test_in_graph_reading_agrees_with_python_on_random_outputs(leaves):
     assert np.sum(repairs.numpy()) > 40  # the random outputs did need repairs
 
 
-@pytest.fixture(scope="module")
-def exported_parser(tmp_path_factory):
-    """A SavedModel of a tiny random parsing model whose BPE knows the tree tokens; the
-    model weights favour the word slot so outputs hold some slots."""
+def _tiny_parser(leaves: str, beam_size: int, seed: int):
+    """A Parser over a tiny random model whose BPE knows the tree tokens of `leaves`;
+    under the tree grammar even its outputs are well-formed trees."""
     from transformer_tf.config import DecodingConfig, get_preset
     from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, train_bpe
     from transformer_tf.data.linearise import tree_symbols
-    from transformer_tf.export.saved_model import export_parser
     from transformer_tf.inference.parser import Parser
     from transformer_tf.inference.translator import Translator
     from transformer_tf.models.transformer import Transformer
 
-    symbols = tree_symbols(["S", "NP", "VP"])
-    lines = ["the cat sat on the mat .", "( S ( NP XX XX ) )", "dogs bark loudly"] * 30
+    symbols = tree_symbols(["S", "NP", "VP"], leaves)
+    tree = "( S ( NP XX XX ) )" if leaves == "slot" else "(S (NP the cat )NP )S"
+    lines = ["the cat sat on the mat .", tree, "dogs bark loudly"] * 30
     tokenizer = BpeTokenizer(train_bpe(lines, BpeOptions(
         vocab_size=300, user_defined_symbols=tuple("\u2581" + s for s in symbols))))
-    tf.keras.utils.set_random_seed(5)
+    tf.keras.utils.set_random_seed(seed)
     config = get_preset("tiny").model.replace(vocab_size=tokenizer.vocab_size,
                                               max_position=64, d_model=16, d_ff=32)
     model = Transformer(config)
     model.build()
-    # Greedy search keeps the exported graph (and its loading) small; the tree grammar
-    # makes even this random model's outputs well-formed trees.
-    parser = Parser(Translator(model, tokenizer, DecodingConfig(
-        beam_size=1, alpha=0.3, max_extra_length=8, grammar="tree")))
+    return Parser(Translator(model, tokenizer, DecodingConfig(
+        beam_size=beam_size, alpha=0.3, max_extra_length=8, grammar="tree")))
+
+
+@pytest.fixture(scope="module")
+def exported_parser(tmp_path_factory):
+    """A SavedModel of a tiny random parsing model ("slot" leaves); greedy search keeps
+    the exported graph (and its loading) small."""
+    from transformer_tf.export.saved_model import export_parser
+
     path = tmp_path_factory.mktemp("parser") / "1"
-    export_parser(parser, path)
+    export_parser(_tiny_parser("slot", beam_size=1, seed=5), path)
     return path
 
 
@@ -103,25 +108,9 @@ def test_parser_with_words_as_leaves_copies_the_sentence_into_a_tree():
     """A tiny random model over a vocabulary without the word slot: the Parser reads it
     as "words" leaves, the tree grammar copies the input pieces, so the raw output is the
     sentence with brackets around and the tree needs no repair."""
-    from transformer_tf.config import DecodingConfig, get_preset
-    from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, train_bpe
-    from transformer_tf.data.linearise import tree_symbols
     from transformer_tf.data.treebank import read_trees
-    from transformer_tf.inference.parser import Parser
-    from transformer_tf.inference.translator import Translator
-    from transformer_tf.models.transformer import Transformer
 
-    symbols = tree_symbols(["S", "NP", "VP"], leaves="words")
-    lines = ["the cat sat on the mat .", "(S (NP the cat )NP )S", "dogs bark loudly"] * 30
-    tokenizer = BpeTokenizer(train_bpe(lines, BpeOptions(
-        vocab_size=300, user_defined_symbols=tuple("\u2581" + s for s in symbols))))
-    tf.keras.utils.set_random_seed(6)
-    config = get_preset("tiny").model.replace(vocab_size=tokenizer.vocab_size,
-                                              max_position=64, d_model=16, d_ff=32)
-    model = Transformer(config)
-    model.build()
-    parser = Parser(Translator(model, tokenizer, DecodingConfig(
-        beam_size=2, alpha=0.3, max_extra_length=8, grammar="tree")))
+    parser = _tiny_parser("words", beam_size=2, seed=6)
     assert parser.leaves == "words"
     sentences = ["the cat sat on the mat .", "dogs barked ( loudly )", "zebras"]
     out = parser.parse(tf.constant(sentences))
