@@ -56,7 +56,8 @@ DEFAULT_SERVING_MODEL = common.ROOT / "runs" / "multi30k_en_de" / "model"
 # Targets of the performance issue (ratios in one run; memory has none).
 TARGETS = {"train_vs_torch": 1.2, "decode_vs_ctranslate2": 0.8, "decode_vs_hf": 1.5,
            "pipeline_vs_training": 20.0, "train_fraction_of_peak": 0.7,
-           "serving_vs_ctranslate2_batch64": 1.0}
+           "serving_vs_ctranslate2_batch64": 1.0,
+           "serving_greedy_vs_ctranslate2_batch64": 1.5}
 
 PEER_MODULES = {"torch": ["torch"], "ctranslate2": ["ctranslate2", "transformers", "torch"],
                 "hf": ["transformers", "torch"]}
@@ -543,8 +544,31 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
                                   ["--engine", "ctranslate2", "--model",
                                    prepared["ctranslate2"], *args], needs=["ctranslate2"])
 
+    greedy, greedy_error = runner.run("serving_savedmodel_greedy", "serving",
+                                      ["--engine", "savedmodel", "--model",
+                                       prepared["savedmodel_greedy"], *args])
+    peer_greedy, peer_greedy_error = runner.run(
+        "serving_ctranslate2_greedy", "serving",
+        ["--engine", "ctranslate2", "--model", prepared["ctranslate2_greedy"], *args],
+        needs=["ctranslate2"])
+
     def run_of(result, batch):
         return next((r for r in (result or {}).get("runs", []) if r["batch"] == batch), None)
+
+    for batch in (1, 8, 64):
+        mine, theirs = run_of(greedy, batch), run_of(peer_greedy, batch)
+        entry = {
+            "metric": "sentences_per_s", "higher_is_better": True,
+            "ours": _get(mine, "sentences_per_s"), "peer": _get(theirs, "sentences_per_s"),
+            "chunk_size": prepared.get("chunk_size"),
+            "peer_name": "CTranslate2 float32, greedy, on the converted checkpoint",
+            "ours_error": greedy_error, "peer_missing": peer_greedy_error,
+            "model_dir": str(model_dir), "checkpoint": prepared.get("checkpoint"),
+            "details": {"ours": mine, "peer": theirs},
+        }
+        if batch == 64:
+            entry["target_ratio"] = TARGETS["serving_greedy_vs_ctranslate2_batch64"]
+        benchmarks[f"serving_multi30k_greedy_batch{batch}"] = compare(entry)
 
     for batch in (1, 8, 64):
         mine, theirs = run_of(ours, batch), run_of(peer, batch)

@@ -1,16 +1,17 @@
-"""Worker: the two serving artefacts of one trained model, for bench/workers/serving.py.
+"""Worker: the serving artefacts of one trained model, for bench/workers/serving.py.
 
     python bench/workers/serving_prepare.py --model-dir MDIR --out DIR
         [--beam-size 4 --alpha 0.6]
 
-Writes DIR/savedmodel (scripts/export.py's SavedModel, with this beam and alpha baked into
+Writes, from the same checkpoint (MDIR's averaged one if present, else its latest):
+DIR/savedmodel (scripts/export.py's SavedModel, with this beam and alpha baked into
 serving_default, and the default search: requests sorted by source length, --chunk-size
 rows at a time), DIR/savedmodel_unchunked (each request searched as one batch),
 DIR/savedmodel_chunked_xla (chunks of --xla-chunk-size, each chunk's search compiled by
-XLA),
-DIR/savedmodel_k_finished (the default with CTranslate2's stopping rule: a sentence stops
-once beam-size hypotheses have finished) and DIR/ctranslate2 (scripts/export_ctranslate2.py's model, the same
-checkpoint: MDIR's averaged one if present, else its latest). Prints their paths as JSON.
+XLA), DIR/savedmodel_k_finished (the default with CTranslate2's stopping rule: a sentence
+stops once beam-size hypotheses have finished), DIR/ctranslate2
+(scripts/export_ctranslate2.py's model), and DIR/savedmodel_greedy and
+DIR/ctranslate2_greedy (beam 1, both engines). Prints their paths as JSON.
 """
 from __future__ import annotations
 
@@ -60,11 +61,17 @@ def main(argv=None):
                                   chunk_size=args.chunk_size, stopping="k_finished")
     converted = export_model_dir_ctranslate2(args.model_dir, out / "ctranslate2", overwrite=True,
                                              beam_size=args.beam_size, alpha=args.alpha)
+    # Greedy search (beam 1) in both engines: the issue's second serving target.
+    greedy = export_model_dir(args.model_dir, out / "savedmodel_greedy", overwrite=True,
+                              beam_size=1, alpha=0.0, chunk_size=args.chunk_size)
+    converted_greedy = export_model_dir_ctranslate2(
+        args.model_dir, out / "ctranslate2_greedy", overwrite=True, beam_size=1, alpha=0.0)
     common.emit({"savedmodel": str(saved), "savedmodel_unchunked": str(unchunked),
                  "savedmodel_chunked_xla": str(chunked_xla),
                  "savedmodel_k_finished": str(k_finished),
                  "chunk_size": args.chunk_size, "xla_chunk_size": args.xla_chunk_size,
-                 "ctranslate2": str(converted),
+                 "ctranslate2": str(converted), "savedmodel_greedy": str(greedy),
+                 "ctranslate2_greedy": str(converted_greedy),
                  "checkpoint": pick_checkpoint(args.model_dir),
                  "beam_size": args.beam_size, "alpha": args.alpha,
                  "seconds": round(time.perf_counter() - started, 1)})
