@@ -204,6 +204,25 @@ def test_copy_grammar_counts_words_and_keeps_brackets_out_of_words():
     assert allowed == {12, *OPEN_IDS, CLOSE_IDS[0]}
 
 
+def test_copy_grammar_scores_the_copied_piece_as_any_word():
+    """Worked case: all 40 logits 0 but one bracket's at 3. Every token but the 6 brackets,
+    EOS and PAD can be a word, so "a word here" has log(32) = 3.466 > 3 and greedy copies;
+    scored as itself (logit 0) the piece would lose to the bracket. Inside a word, the
+    continuation is the only token left."""
+    grammar = _copy_grammar()
+    state = grammar.initial_state(tf.constant([[11, 26, EOS_ID]]), 20)
+    logits = np.zeros([1, VOCAB], np.float32)
+    logits[0, OPEN_IDS[0]] = 3.0
+    scores = grammar.apply(state, 0, tf.constant(logits)).numpy()[0]
+    assert scores[11] == pytest.approx(np.log(32.0))
+    assert scores[OPEN_IDS[0]] == 3.0 and int(np.argmax(scores)) == 11
+    assert int(np.argmax(logits[0] + grammar.mask(state, 0).numpy()[0])) == OPEN_IDS[0]
+    assert np.isneginf(scores[[12, 26, EOS_ID, *CLOSE_IDS]]).all()
+    state = grammar.advance(state, tf.constant([11]))
+    scores = grammar.apply(state, 1, tf.constant(logits)).numpy()[0]
+    assert np.flatnonzero(np.isfinite(scores)).tolist() == [26]
+
+
 def test_words_are_counted_by_their_first_piece():
     grammar = _grammar()
     sources = _sources_with_words([0, 1, 4, 7], np.random.default_rng(0))

@@ -27,7 +27,12 @@ hypothesis may copy the next source piece while there is one; open or close a br
 (under the same conditions as above) only between words, never inside one (before a
 piece that continues a word); end once every piece is copied and every bracket closed.
 Both vocabularies are one (the shared subword model), so a piece's id is the same on both
-sides.
+sides. What the model decides is where words and brackets go, not which word comes: the
+grammar gives the copied piece that starts a word the probability of any word starting
+there (the log-sum-exp of the scores of every token that is not a bracket or EOS), and a
+piece that continues a word is the only token allowed. Without that, a model that cannot
+yet predict the next word's exact piece prefers any bracket over it and nests brackets
+until the depth limit.
 
 The state is a dict of tensors with leading dimension = rows, so a search can carry it in
 its per-beam cache and reorder it with the beams:
@@ -171,6 +176,11 @@ class BracketGrammar(_BracketRules):
                    | (tf.equal(self._token_ids, self.slot_id) & (words_left > 0)[:, None]))
         return tf.where(allowed, 0.0, _NEG_INF)
 
+    def apply(self, state: dict, step, scores) -> tf.Tensor:
+        """The step's scores float32 [B, V] (logits or log-probabilities) with every
+        token the grammar does not allow at -inf."""
+        return tf.cast(scores, tf.float32) + self.mask(state, step)
+
 
 class CopyBracketGrammar(_BracketRules):
     """Well-formed bracketed outputs whose leaves are the source pieces, copied in order
@@ -188,6 +198,10 @@ class CopyBracketGrammar(_BracketRules):
                  word_start: Sequence[int], eos_id: int, pad_id: int, max_depth: int = 64):
         super().__init__(vocab_size, open_ids, close_ids, word_start, eos_id, max_depth)
         self.pad_id = int(pad_id)
+        # Tokens that can be (part of) a word: neither a bracket nor EOS / PAD.
+        self._word_token = ((tf.equal(self._label_of, 0)
+                             & ~tf.equal(tf.range(self.vocab_size), self.eos_id)
+                             & ~tf.equal(tf.range(self.vocab_size), self.pad_id))[None, :])
 
     def _next_piece(self, state: dict) -> tuple[tf.Tensor, tf.Tensor]:
         """(int32 [B] the source piece to copy next, bool [B] whether there is one)."""
@@ -230,3 +244,14 @@ class CopyBracketGrammar(_BracketRules):
                                          ~inside_word)
                    | (tf.equal(self._token_ids, piece[:, None]) & has_piece[:, None]))
         return tf.where(allowed, 0.0, _NEG_INF)
+
+    def apply(self, state: dict, step, scores) -> tf.Tensor:
+        """The step's scores float32 [B, V] (logits or log-probabilities): the next
+        source piece scored as any word (the log-sum-exp over the word tokens), every
+        token the grammar does not allow at -inf."""
+        scores = tf.cast(scores, tf.float32)
+        piece, _ = self._next_piece(state)
+        any_word = tf.reduce_logsumexp(
+            tf.where(self._word_token, scores, _NEG_INF), axis=1, keepdims=True)  # [B, 1]
+        scores = tf.where(tf.equal(self._token_ids, piece[:, None]), any_word, scores)
+        return scores + self.mask(state, step)

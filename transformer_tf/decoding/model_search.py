@@ -106,10 +106,10 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
       max_decode_length: static output size, or None (derived from max_lengths).
       forbidden_ids: ids that can never be produced (their logits get -1e9).
       constraint: None, or an object with `initial_state(source_ids, max_lengths)`,
-        `advance(state, ids)` and `mask(state, step)` (float32 [rows, V], 0 where allowed,
-        -inf elsewhere; e.g. `decoding.constraints.BracketGrammar`). Its state (tensors
-        with a leading row dimension) rides in the beams' cache, so it is reordered with
-        them; every step adds its mask to the scores.
+        `advance(state, ids)` and `apply(state, step, scores)` (the step's scores float32
+        [rows, V] with what is not allowed at -inf; e.g.
+        `decoding.constraints.BracketGrammar`). Its state (tensors with a leading row
+        dimension) rides in the beams' cache, so it is reordered with them.
       stopping: the beam search's stopping rule (`decoding.search.STOPPING_RULES`).
     """
     batch_size = tf.shape(source_ids)[0]
@@ -138,7 +138,7 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
             per_beam, rules = carried
             rules = constraint.advance(rules, ids)  # ids: the previous step's tokens
             scores, per_beam = model_step(ids, step, per_beam, *per_sentence)
-            return scores + constraint.mask(rules, step), (per_beam, rules)
+            return constraint.apply(rules, step, scores), (per_beam, rules)
 
         limits = tf.broadcast_to(tf.cast(max_lengths, tf.int32), [batch_size])
         initial = (state.per_beam, constraint.initial_state(source_ids, limits))
