@@ -1,5 +1,6 @@
 """The main job end to end on a small budget: every artefact is produced and consistent."""
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -17,9 +18,10 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
                "--saved-models-dir", str(saved), "--preset", "tiny", "--vocab-size", "500",
                "--train-minutes", "0", "--max-steps", "24", "--eval-every", "8",
                "--training-option", "checkpoint_every_minutes=0.00001",
-               "--average-last", "3", "--test-limit", "12", "--beam-size", "2", "--quiet"]
+               "--average-last", "3", "--test-limit", "12", "--dev-limit", "24",
+               "--validation-sentences", "16", "--beam-size", "2", "--quiet"]
     env = {"TRANSFORMER_TF_DATA": str(shared_data_dir), "PATH": "/usr/bin:/bin",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
+           "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
 

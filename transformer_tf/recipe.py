@@ -69,6 +69,7 @@ class RecipeOptions:
     alpha: float | None = None
     batch_size: int = 64
     test_limit: int | None = None
+    dev_limit: int | None = None  # dev sentences decoded to choose the checkpoint (None: all)
     export_name: str | None = None
     export_version: int = 1
     saved_models_dir: str = "saved_models"
@@ -142,7 +143,8 @@ def run_recipe(options: RecipeOptions) -> dict:
           "than the latest on the dev set")
     search = dict(beam_size=options.beam_size or run.decoding.beam_size,
                   alpha=run.decoding.alpha if options.alpha is None else options.alpha)
-    selection = average_and_choose(model_dir, prepared, average_last, **search)
+    selection = average_and_choose(model_dir, prepared, average_last,
+                                   bleu_limit=options.dev_limit, **search)
     chosen, scores = selection.chosen, selection.scores
     print(selection.note)
     for score in scores:

@@ -23,6 +23,7 @@ import time
 
 import tensorflow as tf
 
+from transformer_tf.data.linearise import DEFAULT_LEAVES
 from transformer_tf.data.prepared import METADATA_FILE, load_prepared
 from transformer_tf.data.treebank import TreebankError
 from transformer_tf.data.treebank_data import gold_path, prepare_treebank
@@ -51,7 +52,7 @@ class ParseJobOptions:
     preset: str = "parsing_cpu"
     vocab_size: int = 4000
     subword: str = "bpe"  # or "wordpiece" (whole words where the vocabulary has them)
-    leaves: str = "slot"  # or "words" (data.linearise)
+    leaves: str = DEFAULT_LEAVES  # "words" or "slot" (data.linearise)
     train_minutes: float | None = 45.0
     max_steps: int | None = None
     epochs: float | None = None

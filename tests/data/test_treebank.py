@@ -65,14 +65,14 @@ def test_sample_split_by_file_and_standard_sections(tmp_path):
 
 def test_linearisation_and_its_inverse():
     tree = clean_tree(read_trees(MRG)[0])
-    tokens = linearise(tree)
+    tokens = linearise(tree, leaves="slot")
     assert " ".join(tokens) == "(S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S"
-    back, counts = delinearise(tokens, tree.words())
+    back, counts = delinearise(tokens, tree.words(), leaves="slot")
     assert counts.total == 0 and counts.repaired_sentences == 0
     # the same tree, tags replaced by the placeholder except punctuation
     assert back.to_string() == (
         "(TOP (S (NP (XX Ms.) (XX Haag)) (VP (XX plays) (NP (XX Elianti))) (. .)))")
-    assert tree_symbols(["VP", "NP"]) == ["(NP", "(VP", ")NP", ")VP", "XX"]
+    assert tree_symbols(["VP", "NP"], leaves="slot") == ["(NP", "(VP", ")NP", ")VP", "XX"]
 
 
 def test_linearisation_with_the_words_as_leaves():
@@ -87,13 +87,13 @@ def test_linearisation_with_the_words_as_leaves():
     # A leaf's own text is not used: every token but a labelled bracket takes the next
     # input word (XX, a misspelt word, a bare bracket), and the repairs are the same.
     assert tree_from_output("(S XX Haag ( )NP )S word", "a b c d", leaves="words") == \
-        tree_from_output("(S XX XX XX )NP )S XX", "a b c d")
+        tree_from_output("(S XX XX XX )NP )S XX", "a b c d", leaves="slot")
     with pytest.raises(ValueError, match="leaves"):
         linearise(tree, leaves="tags")
 
 
 def repaired(text, sentence):
-    tree, counts = tree_from_output(text, sentence)
+    tree, counts = tree_from_output(text, sentence, leaves="slot")
     kinds = {k: v for k, v in counts.as_dict().items()
              if v and k not in ("total", "repaired_sentences")}
     return tree, kinds
@@ -117,14 +117,14 @@ def test_each_repair_rule():
         "(TOP (S (XX a)))", {"unknown_tokens": 4})
     # words with brackets are escaped as in the PTB; an empty sentence gives ""
     assert repaired("(S XX XX XX )S", "( a )")[0] == "(TOP (S (XX -LRB-) (XX a) (XX -RRB-)))"
-    assert tree_from_output("(S XX )S", "  ") == ("", RepairCounts())
+    assert tree_from_output("(S XX )S", "  ", leaves="slot") == ("", RepairCounts())
 
 
 def test_repair_counts_add_up():
     total = RepairCounts()
     for text, sentence in (("(S XX XX )S", "a b"), ("(S XX )S", "a b"),
                            ("(S XX XX XX )S )S", "a")):
-        total.add(tree_from_output(text, sentence)[1])
+        total.add(tree_from_output(text, sentence, leaves="slot")[1])
     assert (total.missing_word_slots, total.extra_word_slots, total.unmatched_closings) == (
         1, 2, 1)
     assert total.as_dict()["total"] == 4 and total.repaired_sentences == 2
@@ -138,7 +138,7 @@ def test_prepared_treebank(tmp_path):
     source.mkdir()
     for i in range(1, 5):
         (source / f"wsj_{i:04d}.mrg").write_text(MRG)
-    prepared = prepare_treebank(source, tmp_path / "prep", vocab_size=300)
+    prepared = prepare_treebank(source, tmp_path / "prep", vocab_size=300, leaves="slot")
     assert prepared.metadata["treebank"]["sentences"] == {"train": 4, "valid": 2, "test": 2}
     assert prepared.files("train").source.read_text().splitlines()[:2] == [
         "Ms. Haag plays Elianti .", "It rained ."]

@@ -45,7 +45,7 @@ def _grammar(max_depth=64, labels=3):
 def _well_formed(tokens, num_words) -> bool:
     """The independent judge: the tree reader needs no repair for these tokens."""
     words = " ".join(f"w{i}" for i in range(num_words))
-    _, counts = delinearise([TOKEN_TEXT[t] for t in tokens], words.split())
+    _, counts = delinearise([TOKEN_TEXT[t] for t in tokens], words.split(), leaves="slot")
     return counts.total == 0
 
 
@@ -321,7 +321,7 @@ def test_the_tree_grammar_of_a_treebank_vocabulary_counts_real_words():
     known = ["Ms. Haag plays Elianti .", "Pierre Vinken , 61 years old , will join ."]
     # Unseen characters (byte pieces), brackets, a word holding a tree token, one letter.
     sentences = known + ["naïve ☃ snow☃ x ☃x -LRB- 5,000 -RRB- XXL (NP", "a"]
-    symbols = tree_symbols(["S", "NP", "VP"])
+    symbols = tree_symbols(["S", "NP", "VP"], leaves="slot")
     proto = train_bpe(known * 20 + [" ".join(symbols)] * 5, BpeOptions(
         vocab_size=320, user_defined_symbols=tuple("\u2581" + s for s in symbols)))
     tokenizer = BpeTokenizer(proto)

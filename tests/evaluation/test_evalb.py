@@ -147,7 +147,7 @@ def test_agrees_with_pyevalb_where_its_rules_are_evalbs(treebank_trees):
         words = gold_tree.words()
         if any("_" in w for w in words):
             continue  # PYEVALB splits word_TAG at "_"
-        test_tree, _ = delinearise(_corrupt(linearise(gold_tree), rng), words)
+        test_tree, _ = delinearise(_corrupt(linearise(gold_tree, "slot"), rng), words, "slot")
         test_tree = test_tree.children[0] if len(test_tree.children) == 1 else None
         if test_tree is None:
             continue

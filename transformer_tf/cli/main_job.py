@@ -60,6 +60,9 @@ def main(argv=None):
                         help="beam size (default: the preset's; 4 Transformer, 5 ConvS2S)")
     parser.add_argument("--alpha", type=float, help="length penalty (default: the preset's, 0.6)")
     parser.add_argument("--test-limit", type=int, help="decode only the first N test sentences")
+    parser.add_argument("--dev-limit", type=int,
+                        help="choose between the latest and the averaged checkpoint by BLEU "
+                             "on the first N dev sentences only (default: all)")
     parser.add_argument("--export-name",
                         help="saved_models/NAME (default: the work directory's name)")
     parser.add_argument("--export-version", type=int, default=1, help="version (default 1)")
@@ -92,7 +95,7 @@ def _run(parser, args) -> int:
         preset=args.preset, train_minutes=minutes, epochs=args.epochs,
         max_steps=args.max_steps, eval_every=args.eval_every, average_last=args.average_last,
         beam_size=args.beam_size, alpha=args.alpha, test_limit=args.test_limit,
-        export_name=args.export_name, export_version=args.export_version,
+        dev_limit=args.dev_limit, export_name=args.export_name, export_version=args.export_version,
         saved_models_dir=args.saved_models_dir,
         model_overrides=model_overrides, training_overrides=training_overrides,
         validation_sentences=args.validation_sentences, precision=args.precision,

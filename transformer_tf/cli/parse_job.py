@@ -21,7 +21,7 @@ from pathlib import Path
 from transformer_tf import console
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import GRAMMARS, PRESET_NAMES
-from transformer_tf.data.linearise import LEAVES
+from transformer_tf.data.linearise import DEFAULT_LEAVES, LEAVES
 
 
 def main(argv=None):
@@ -39,10 +39,11 @@ def main(argv=None):
     parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
                         help="bpe (sentencepiece, default) or wordpiece (words whole where "
                              "the vocabulary holds them, like the paper's word vocabulary)")
-    parser.add_argument("--leaves", choices=LEAVES, default="slot",
-                        help="what stands for a word in the target tree: slot (one XX per "
-                             "word, Vinyals et al.; default) or words (the words themselves, "
-                             "copied from the input under the tree grammar)")
+    parser.add_argument("--leaves", choices=LEAVES, default=DEFAULT_LEAVES,
+                        help="what stands for a word in the target tree: words (the words "
+                             f"themselves, copied from the input under the tree grammar; "
+                             f"default {DEFAULT_LEAVES}) or slot (one XX per word, as Vinyals "
+                             "et al.)")
     parser.add_argument("--train-minutes", type=float, default=45.0,
                         help="the run's training time in minutes, in all invocations "
                              "together (default 45; 0 = none, "

@@ -27,7 +27,7 @@ from pathlib import Path
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import text_file_corpus
 from transformer_tf.data.linearise import (
-    check_leaves, constituent_labels, linearise, tree_symbols)
+    DEFAULT_LEAVES, check_leaves, constituent_labels, linearise, tree_symbols)
 from transformer_tf.data.prepare import prepare_corpus
 from transformer_tf.data.prepared import METADATA_FILE, PreparedData, load_prepared
 from transformer_tf.data.treebank import (
@@ -46,7 +46,7 @@ def gold_path(prepared: PreparedData, split: str) -> Path:
 
 def prepare_treebank(treebank_dir, out_dir, vocab_size: int = 8000,
                      max_length: int | None = None, subword: str = "bpe",
-                     leaves: str = "slot") -> PreparedData:
+                     leaves: str = DEFAULT_LEAVES) -> PreparedData:
     """Prepare `treebank_dir` (a directory of .mrg files) into `out_dir`; see the module
     docstring. Raises TreebankError (file and line) on an ill-formed file.
 

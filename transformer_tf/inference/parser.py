@@ -16,8 +16,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from transformer_tf.data.linearise import (
-    CLOSE, OPEN, PLACEHOLDER_TAG, PUNCTUATION_TAGS, REPAIR_KINDS, WORD_ESCAPES, WORD_SLOT,
-    RepairCounts, check_leaves, sentence_words, tree_from_output)
+    CLOSE, DEFAULT_LEAVES, LEAVES, OPEN, PLACEHOLDER_TAG, PUNCTUATION_TAGS, REPAIR_KINDS,
+    WORD_ESCAPES, WORD_SLOT, RepairCounts, check_leaves, sentence_words, tree_from_output)
 from transformer_tf.data.treebank import ROOT_LABEL
 from transformer_tf.inference.batch import translate_lines
 from transformer_tf.inference.grammar import leaves_of_vocabulary
@@ -149,7 +149,7 @@ def _one_tree(tokens: tf.Tensor, words: tf.Tensor, convention: str):
     return tree, repairs
 
 
-def trees_from_outputs(linearised, sentences, leaves: str = "slot"):
+def trees_from_outputs(linearised, sentences, leaves: str = DEFAULT_LEAVES):
     """Batch form of `linearise.tree_from_output`, in the graph.
 
     Args:
@@ -179,7 +179,7 @@ def _tree_reader(leaves: str):
     return read
 
 
-_TREE_READERS = {leaves: _tree_reader(leaves) for leaves in ("slot", "words")}
+_TREE_READERS = {leaves: _tree_reader(leaves) for leaves in LEAVES}
 
 
 class Parser(tf.Module):

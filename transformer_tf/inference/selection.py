@@ -34,8 +34,9 @@ class DevScore:
 
 
 def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alpha=None,
-                 batch_size: int = 64) -> DevScore:
-    """Dev NLL and BLEU of `checkpoint` of the run in `model_dir`."""
+                 batch_size: int = 64, bleu_limit: int | None = None) -> DevScore:
+    """Dev NLL (the whole dev set) and BLEU (its first `bleu_limit` sentences; None: all)
+    of `checkpoint` of the run in `model_dir`."""
     model, tokenizer, run, path = load_trained(model_dir, checkpoint, beam_size=beam_size,
                                                alpha=alpha)
     trainer = Seq2SeqTrainer(model, label_smoothing=run.training.label_smoothing)
@@ -45,6 +46,8 @@ def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alp
     nll = float(trainer.evaluate(dataset, verbose=0, return_dict=True)["nll"])
     files = prepared.files("valid")
     sources, references = read_lines(files.source), read_lines(files.target)
+    if bleu_limit:
+        sources, references = sources[:bleu_limit], references[:bleu_limit]
     translator = from_translator(Translator(model, tokenizer, run.decoding))
     translations, _ = translate_lines(translator, sources, batch_size, progress=False)
     bleu = float(corpus_bleu([row[0] for row in translations], references))
@@ -67,16 +70,17 @@ class Selection:
 
 
 def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
-                       alpha=None) -> Selection:
+                       alpha=None, bleu_limit: int | None = None) -> Selection:
     """Average up to `last` checkpoints from the final part of training
     (`checkpoints.tail_checkpoints`) and choose between that average and the latest
-    checkpoint on the dev set of `prepared`. With fewer than two checkpoints in the tail
-    nothing is averaged and the latest is chosen."""
+    checkpoint on the dev set of `prepared` (BLEU on its first `bleu_limit` sentences,
+    None: all). With fewer than two checkpoints in the tail nothing is averaged and the
+    latest is chosen."""
     available = checkpoints.readable_checkpoints(checkpoints.list_checkpoints(model_dir))
     if not available:
         raise ValueError(f"{model_dir} has no checkpoints")
     tail = checkpoints.tail_checkpoints(available, last)
-    search = dict(beam_size=beam_size, alpha=alpha)
+    search = dict(beam_size=beam_size, alpha=alpha, bleu_limit=bleu_limit)
     scores = [score_on_dev("latest", model_dir, available[-1], prepared, **search)]
     sources: list = []
     if len(tail) >= 2:
