@@ -332,10 +332,11 @@ def test_the_tree_grammar_of_a_treebank_vocabulary_counts_real_words():
         tree_grammar(train_bpe(known * 20, BpeOptions(vocab_size=300)), 300)
 
 
-@pytest.mark.parametrize("compacting", [False, True])
-def test_every_copy_grammar_hypothesis_is_the_source_in_brackets(compacting):
-    """Eager search (fixed batch), and the compacting graph search that sentences leave
-    when done (the grammar's state, source ids included, travels with them)."""
+@pytest.mark.parametrize("path", ["eager", "compacting", "xla_chunks"])
+def test_every_copy_grammar_hypothesis_is_the_source_in_brackets(path):
+    """Eager search (fixed batch); the compacting graph search that sentences leave when
+    done (the grammar's state, source ids included, travels with them); XLA-compiled
+    chunks (fixed shapes)."""
     model = _model()
     counts = [3, 1, 5, 2, 0, 4]
     sources = _sources_with_words(counts, np.random.default_rng(4))
@@ -343,9 +344,12 @@ def test_every_copy_grammar_hypothesis_is_the_source_in_brackets(compacting):
     grammar = _copy_grammar()
 
     def search(ids):
+        if path == "xla_chunks":
+            return search_model_by_length(model, ids, decoding, chunk_size=4, n_best=3,
+                                          jit_compile=True, constraint=grammar)
         return search_model(model, ids, decoding, n_best=3, constraint=grammar)
 
-    if compacting:
+    if path == "compacting":
         search = tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)])
     result = search(tf.constant(sources))
     for row, count in enumerate(counts):
