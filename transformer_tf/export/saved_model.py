@@ -43,6 +43,7 @@ from transformer_tf.export.warmup import (
 from transformer_tf.inference.loading import BPE_MODEL, EXPORT_INFO, EXTRA_DIR, load_trained
 from transformer_tf.inference.parser import Parser
 from transformer_tf.inference.translator import Translator
+from transformer_tf.training.model_dir import read_run_config
 
 
 def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
@@ -136,13 +137,17 @@ def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
 
 
 def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
-                     ids_only: bool = False, parser: bool = False, warmup: bool = True,
+                     ids_only: bool = False, parser: bool | None = None, warmup: bool = True,
                      **decoding_overrides) -> pathlib.Path:
     """Export a training run (averaged checkpoint if present) with its decoding settings,
     where `decoding_overrides` (beam_size=, alpha=, max_extra_length=, grammar=, stopping=,
     chunk_size=, xla=; None = keep) do not replace them; `ids_only`: the core-ops variant;
-    `parser`: a parsing model, exported as a Parser."""
+    `parser`: export as a Parser (sentences in, trees out); None: when the run was
+    trained to decode with the "tree" grammar (the parsing presets; whatever `grammar=`
+    overrides it with), unless `ids_only`."""
     check_out_dir(out_dir, overwrite)  # before the minutes of loading and tracing
+    if parser is None:
+        parser = read_run_config(model_dir).decoding.grammar == "tree" and not ids_only
     model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
     translator = Translator(model, tokenizer, run.decoding)
     info = {"checkpoint": str(path), "preset": run.preset}
