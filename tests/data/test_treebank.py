@@ -152,7 +152,7 @@ def test_prepared_treebank(tmp_path):
         prepare_treebank(tmp_path / "nothing", tmp_path / "prep2")
     # "words" leaves: the target's pieces between the brackets are the source's own, and
     # each vocabulary tells its leaf convention.
-    from transformer_tf.inference.grammar import leaves_of_vocabulary
+    from transformer_tf.data.treebank_data import leaves_of_vocabulary
 
     words = prepare_treebank(source, tmp_path / "prep_words", vocab_size=300, leaves="words")
     assert words.metadata["treebank"]["leaves"] == "words"
@@ -166,6 +166,14 @@ def test_prepared_treebank(tmp_path):
             source_line, out_type=str)
     assert leaves_of_vocabulary(words.bpe_model_path.read_bytes()) == "words"
     assert leaves_of_vocabulary(prepared.bpe_model_path.read_bytes()) == "slot"
+    # A treebank whose words make "XX" a learned piece cannot hold "words" leaves: its
+    # models would be read as "slot" ones.
+    xx = tmp_path / "xx"
+    xx.mkdir()
+    for i in range(1, 5):
+        (xx / f"wsj_{i:04d}.mrg").write_text(MRG + "( (S (NP (NN XX)) (VP (VBD XX)) (. .)))\n" * 20)
+    with pytest.raises(TreebankError, match="learned 'XX'"):
+        prepare_treebank(xx, tmp_path / "prep_xx", vocab_size=300, leaves="words")
 
 
 def test_tree_rejects_nothing_it_can_print():

@@ -27,9 +27,9 @@ from pathlib import Path
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import text_file_corpus
 from transformer_tf.data.linearise import (
-    DEFAULT_LEAVES, check_leaves, constituent_labels, linearise, tree_symbols)
+    DEFAULT_LEAVES, WORD_SLOT, check_leaves, constituent_labels, linearise, tree_symbols)
 from transformer_tf.data.prepare import prepare_corpus
-from transformer_tf.data.prepared import METADATA_FILE, PreparedData, load_prepared
+from transformer_tf.data.prepared import BPE_FILE, METADATA_FILE, PreparedData, load_prepared
 from transformer_tf.data.treebank import (
     TreebankError, clean_tree, find_mrg_files, read_mrg_file, split_files)
 
@@ -38,6 +38,26 @@ logger = logging.getLogger(__name__)
 SOURCE_LANGUAGE, TARGET_LANGUAGE = "en", "tree"
 GOLD_SUFFIX = "gold"
 WORD_START = "\u2581"  # sentencepiece's word-start mark
+
+
+def tree_token_ids(processor, vocab_size: int) -> dict[str, int]:
+    """{piece text without the word-start mark: its first id below vocab_size} of a
+    subword processor (control and unknown pieces left out)."""
+    token_ids: dict[str, int] = {}
+    for piece_id in range(min(processor.get_piece_size(), vocab_size)):
+        if processor.is_control(piece_id) or processor.is_unknown(piece_id):
+            continue
+        token = processor.id_to_piece(piece_id).lstrip(WORD_START)
+        token_ids.setdefault(token, piece_id)
+    return token_ids
+
+
+def leaves_of_vocabulary(model_proto: bytes) -> str:
+    """The leaf convention ("slot" or "words", `data.linearise`) of a parsing model's
+    vocabulary: "slot" when the word slot is one of its pieces. (`prepare_treebank`
+    refuses "words" data whose vocabulary learned the slot's text as a piece.)"""
+    processor = bpe_lib.python_processor(model_proto)
+    return "slot" if WORD_SLOT in tree_token_ids(processor, processor.get_piece_size()) else "words"
 
 
 def gold_path(prepared: PreparedData, split: str) -> Path:
@@ -87,6 +107,12 @@ def prepare_treebank(treebank_dir, out_dir, vocab_size: int = 8000,
                                for name, files in split.items()})
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    learned = leaves_of_vocabulary((out_dir / BPE_FILE).read_bytes())
+    if learned != leaves:
+        raise TreebankError(
+            f"{out_dir}: the vocabulary learned {WORD_SLOT!r} as a piece, so models of it "
+            f"would be read as {learned!r} leaves; prepare with --leaves slot or another "
+            "--vocab-size")
     gold = {}
     for name, split_trees in trees.items():
         gold[name] = f"{name}.{GOLD_SUFFIX}"

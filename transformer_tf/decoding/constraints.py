@@ -1,4 +1,5 @@
-"""Constraints on what a search may emit, applied as a mask on every step's scores.
+"""Constraints on what a search may emit, applied to every step's scores (`apply`: a mask,
+and for `CopyBracketGrammar` the score of the copied word).
 
 Two grammars of linearised trees (constituency parsing, `data.linearise`), one per leaf
 convention. Both keep every output a well-formed bracketed sequence: labelled opening
@@ -45,6 +46,7 @@ its per-beam cache and reorder it with the beams:
   (CopyBracketGrammar also)
   source      int32 [B, S]  the source ids
   position    int32 [B]     index in `source` of the next piece to copy
+  pieces      int32 [B]     the row's source pieces (EOS and padding not counted)
 
 How the words are counted: `word_start[id]` is 1 for a source piece that begins a word
 (sentencepiece's "▁" pieces, word-piece pieces without "##"); the number of words of a
@@ -71,7 +73,8 @@ class _BracketRules:
                              f"{len(open_ids)} and {len(close_ids)}")
         ids = [*other_ids, eos_id, *open_ids, *close_ids]
         if len(set(ids)) != len(ids) or not all(0 <= i < vocab_size for i in ids):
-            raise ValueError("slot, EOS and bracket ids must be distinct ids of the vocabulary")
+            raise ValueError("the slot (if any), EOS and bracket ids must be distinct ids of "
+                             "the vocabulary")
         self.vocab_size = int(vocab_size)
         self.eos_id = int(eos_id)
         self.max_depth = int(max_depth)

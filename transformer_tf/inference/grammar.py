@@ -4,7 +4,7 @@
 every labelled opening bracket `(L` whose closing `)L` is in the vocabulary too, and the
 leaves. The treebank preparation makes each tree token one piece (sentencepiece
 user-defined symbols "▁(NP", "▁)NP", "▁XX"). The vocabulary says which leaf convention its
-model was trained on (`leaves_of_vocabulary`): with the word slot `XX` among its pieces,
+model was trained on (`data.treebank_data.leaves_of_vocabulary`): with the word slot `XX` among its pieces,
 "slot" (`decoding.constraints.BracketGrammar`), without it "words"
 (`decoding.constraints.CopyBracketGrammar`: the source pieces copied in order). Words are
 counted by their first pieces: sentencepiece pieces that start with "▁", word pieces that
@@ -15,6 +15,7 @@ from __future__ import annotations
 from transformer_tf.config import EOS_ID, PAD_ID
 from transformer_tf.data.bpe import python_processor
 from transformer_tf.data.linearise import CLOSE, OPEN, WORD_SLOT
+from transformer_tf.data.treebank_data import tree_token_ids
 from transformer_tf.decoding.constraints import BracketGrammar, CopyBracketGrammar
 
 SENTENCEPIECE_WORD_START = "\u2581"
@@ -34,24 +35,6 @@ def _word_starts(processor) -> list[int]:
     return starts
 
 
-def _token_ids(processor, vocab_size: int) -> dict[str, int]:
-    """{token text without the word-start mark: its first id below vocab_size}."""
-    token_ids: dict[str, int] = {}
-    for piece_id in range(min(processor.get_piece_size(), vocab_size)):
-        if processor.is_control(piece_id) or processor.is_unknown(piece_id):
-            continue
-        token = processor.id_to_piece(piece_id).lstrip(SENTENCEPIECE_WORD_START)
-        token_ids.setdefault(token, piece_id)
-    return token_ids
-
-
-def leaves_of_vocabulary(model_proto: bytes) -> str:
-    """The leaf convention ("slot" or "words", `data.linearise`) of a parsing model's
-    vocabulary: "slot" when the word slot is one of its pieces."""
-    processor = python_processor(model_proto)
-    return "slot" if WORD_SLOT in _token_ids(processor, processor.get_piece_size()) else "words"
-
-
 def tree_grammar(model_proto: bytes, vocab_size: int):
     """The "tree" grammar of a subword model whose vocabulary holds the tree tokens:
     a `BracketGrammar` for "slot" leaves, a `CopyBracketGrammar` for "words".
@@ -64,7 +47,7 @@ def tree_grammar(model_proto: bytes, vocab_size: int):
       ValueError: the vocabulary has no bracket pair (not a parsing model's vocabulary).
     """
     processor = python_processor(model_proto)
-    token_ids = _token_ids(processor, vocab_size)
+    token_ids = tree_token_ids(processor, vocab_size)
     labels = sorted(t[len(OPEN):] for t in token_ids
                     if t.startswith(OPEN) and len(t) > len(OPEN) and CLOSE + t[len(OPEN):] in token_ids)
     if not labels:

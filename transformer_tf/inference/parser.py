@@ -19,8 +19,8 @@ from transformer_tf.data.linearise import (
     CLOSE, DEFAULT_LEAVES, LEAVES, OPEN, PLACEHOLDER_TAG, PUNCTUATION_TAGS, REPAIR_KINDS,
     WORD_ESCAPES, WORD_SLOT, RepairCounts, check_leaves, sentence_words, tree_from_output)
 from transformer_tf.data.treebank import ROOT_LABEL
+from transformer_tf.data.treebank_data import leaves_of_vocabulary
 from transformer_tf.inference.batch import translate_lines
-from transformer_tf.inference.grammar import leaves_of_vocabulary
 from transformer_tf.inference.translator import Translator
 
 _KIND = {kind: index for index, kind in enumerate(REPAIR_KINDS)}
