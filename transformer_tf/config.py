@@ -405,8 +405,9 @@ class DecodingConfig(_Serialisable):
       xla: compile each chunk's search with XLA, for a fixed set of shapes (chunk sizes,
         source lengths in steps of 8); needs chunk_size > 0.
       grammar: what every output must be. "none": any sequence; "tree": a linearised
-        parse tree, well formed, one word slot per source word
-        (`decoding.constraints.BracketGrammar`; the parsing presets' default).
+        parse tree, well formed, every source word in place (one `XX` per word, or the
+        source pieces copied in order: `decoding.constraints.BracketGrammar` /
+        `CopyBracketGrammar`, by the vocabulary's leaves; the parsing presets' default).
       stopping: when a sentence's beam search ends before its length limit. "exact": once
         no alive hypothesis can beat the best finished one (the result of searching to
         the limit; tensor2tensor's rule). "k_finished": once beam_size hypotheses have

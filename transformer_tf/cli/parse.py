@@ -29,7 +29,7 @@ def main(argv=None):
     parser.add_argument("--max-extra-length", type=int, help="with --model-dir (default 300)")
     parser.add_argument("--grammar", choices=("none", "tree"),
                         help="with --model-dir: output constraint (default tree: well-formed "
-                             "trees, one slot per word)")
+                             "trees with every input word in place)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     console.add_verbose_flag(parser)

@@ -58,8 +58,9 @@ def main(argv=None):
     parser.add_argument("--max-extra-length", type=int,
                         help="output length limit = input + this (default: preset's, 300)")
     parser.add_argument("--grammar", choices=GRAMMARS,
-                        help="output constraint (default: preset's, tree: well-formed trees, "
-                             "one slot per word; none: unconstrained, repaired afterwards)")
+                        help="output constraint (default: preset's, tree: well-formed trees "
+                             "with every input word in place; none: unconstrained, repaired "
+                             "afterwards)")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per decode batch")
     parser.add_argument("--saved-model-dir", help="export here (default WORK/saved_model/1)")
     add_option_flags(parser, "override a ModelConfig field (repeatable)",
