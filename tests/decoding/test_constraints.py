@@ -332,11 +332,10 @@ def test_the_tree_grammar_of_a_treebank_vocabulary_counts_real_words():
         tree_grammar(train_bpe(known * 20, BpeOptions(vocab_size=300)), 300)
 
 
-@pytest.mark.parametrize("path", ["eager", "compacting", "xla_chunks"])
+@pytest.mark.parametrize("path", ["compacting", "xla_chunks"])
 def test_every_copy_grammar_hypothesis_is_the_source_in_brackets(path):
-    """Eager search (fixed batch); the compacting graph search that sentences leave when
-    done (the grammar's state, source ids included, travels with them); XLA-compiled
-    chunks (fixed shapes)."""
+    """The compacting graph search that sentences leave when done (the grammar's state,
+    source ids included, travels with them), and XLA-compiled chunks (a fixed batch)."""
     model = _model()
     counts = [3, 1, 5, 2, 0, 4]
     sources = _sources_with_words(counts, np.random.default_rng(4))
