@@ -241,7 +241,9 @@ class CopyBracketGrammar(_BracketRules):
     def mask(self, state: dict, step) -> tf.Tensor:
         """float32 [B, V]: 0 where the next token (at 0-based position `step`) is allowed,
         -inf elsewhere."""
-        piece, has_piece = self._next_piece(state)
+        return self._mask(state, step, *self._next_piece(state))
+
+    def _mask(self, state: dict, step, piece, has_piece) -> tf.Tensor:
         inside_word = has_piece & tf.equal(self._is_word_start(piece), 0)
         allowed = (self._bracket_allowed(state, step, state["pieces"] - state["position"],
                                          ~inside_word)
@@ -253,8 +255,8 @@ class CopyBracketGrammar(_BracketRules):
         source piece scored as any word (the log-sum-exp over the word tokens), every
         token the grammar does not allow at -inf."""
         scores = tf.cast(scores, tf.float32)
-        piece, _ = self._next_piece(state)
+        piece, has_piece = self._next_piece(state)  # once per step, for both uses
         any_word = tf.reduce_logsumexp(
             tf.where(self._word_token, scores, _NEG_INF), axis=1, keepdims=True)  # [B, 1]
         scores = tf.where(tf.equal(self._token_ids, piece[:, None]), any_word, scores)
-        return scores + self.mask(state, step)
+        return scores + self._mask(state, step, piece, has_piece)

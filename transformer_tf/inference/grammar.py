@@ -15,10 +15,8 @@ from __future__ import annotations
 from transformer_tf.config import EOS_ID, PAD_ID
 from transformer_tf.data.bpe import python_processor
 from transformer_tf.data.linearise import CLOSE, OPEN, WORD_SLOT
-from transformer_tf.data.treebank_data import tree_token_ids
+from transformer_tf.data.treebank_data import WORD_START, tree_token_ids
 from transformer_tf.decoding.constraints import BracketGrammar, CopyBracketGrammar
-
-SENTENCEPIECE_WORD_START = "\u2581"
 
 
 def _word_starts(processor) -> list[int]:
@@ -31,7 +29,7 @@ def _word_starts(processor) -> list[int]:
         elif suffix is not None:
             starts.append(int(processor.is_unknown(piece_id) or not piece.startswith(suffix)))
         else:
-            starts.append(int(piece.startswith(SENTENCEPIECE_WORD_START)))
+            starts.append(int(piece.startswith(WORD_START)))
     return starts
 
 
