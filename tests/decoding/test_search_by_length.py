@@ -57,11 +57,10 @@ def _assert_same_as_alone(result, alone_rows):
 
 
 # Chunks of 4 cut the 9 rows into sorted chunks with a filled last one (both searches);
-# 1 searches each row alone, 64 the whole batch as one chunk of 16 (one search each; the
-# beam search drops sentences from its batch as they end).
+# 64 takes the whole batch as one chunk of 16 (one search each; the beam search drops
+# sentences from its batch as they end).
 @pytest.mark.parametrize("beam_size,n_best,chunk_size,stopping", [
-    (1, 1, 4, "exact"), (3, 2, 4, "exact"), (3, 2, 1, "exact"), (1, 1, 64, "exact"),
-    (3, 1, 64, "k_finished")])
+    (1, 1, 4, "exact"), (3, 2, 4, "exact"), (1, 1, 64, "exact"), (3, 1, 64, "k_finished")])
 def test_each_row_gets_what_it_gets_alone(beam_size, n_best, chunk_size, stopping):
     model = _transformer()
     sources = _sources()

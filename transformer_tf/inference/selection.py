@@ -16,7 +16,7 @@ from transformer_tf.data.datasets import make_evaluation_dataset
 from transformer_tf.evaluation import corpus_bleu
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.inference.batch import from_translator, translate_lines
-from transformer_tf.inference.loading import load_trained
+from transformer_tf.inference.loading import load_trained, pick_checkpoint
 from transformer_tf.inference.translator import Translator
 from transformer_tf.training import checkpoints
 from transformer_tf.training.trainer import Seq2SeqTrainer
@@ -33,25 +33,51 @@ class DevScore:
         return f"{self.name}: dev BLEU {self.bleu:.2f}, dev NLL {self.nll:.4f}"
 
 
+class DevScorer:
+    """Scores checkpoints of one run on the dev set of `prepared`: NLL on the whole dev set,
+    BLEU on its first `bleu_limit` sentences (None: all).
+
+    The model, the loss and the search are built (and traced) once; each checkpoint is
+    then only a weight restore and the runs over the dev set, so scoring a second
+    candidate costs no second trace."""
+
+    def __init__(self, model_dir, prepared, checkpoint=None, beam_size=None, alpha=None,
+                 batch_size: int = 64, bleu_limit: int | None = None):
+        self.model_dir = model_dir
+        # Built with `checkpoint`'s weights (the run's default one when None).
+        self.model, tokenizer, run, self._loaded = load_trained(
+            model_dir, checkpoint, beam_size=beam_size, alpha=alpha)
+        self.trainer = Seq2SeqTrainer(self.model, label_smoothing=run.training.label_smoothing)
+        self.trainer.compile(jit_compile=False)
+        self.dataset = make_evaluation_dataset(prepared, "valid",
+                                               max_length=run.training.max_length,
+                                               report_truncation=False)
+        files = prepared.files("valid")
+        self.sources, self.references = read_lines(files.source), read_lines(files.target)
+        if bleu_limit:
+            self.sources, self.references = (self.sources[:bleu_limit],
+                                             self.references[:bleu_limit])
+        self.translator = from_translator(Translator(self.model, tokenizer, run.decoding))
+        self.batch_size = batch_size
+
+    def score(self, name: str, checkpoint) -> DevScore:
+        path = pick_checkpoint(self.model_dir, checkpoint)
+        if path != self._loaded:
+            checkpoints.load_weights(self.model, path)
+            self._loaded = path
+        nll = float(self.trainer.evaluate(self.dataset, verbose=0, return_dict=True)["nll"])
+        translations, _ = translate_lines(self.translator, self.sources, self.batch_size,
+                                          progress=False)
+        bleu = float(corpus_bleu([row[0] for row in translations], self.references))
+        return DevScore(name=name, checkpoint=str(path), nll=nll, bleu=bleu)
+
+
 def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alpha=None,
                  batch_size: int = 64, bleu_limit: int | None = None) -> DevScore:
     """Dev NLL (the whole dev set) and BLEU (its first `bleu_limit` sentences; None: all)
     of `checkpoint` of the run in `model_dir`."""
-    model, tokenizer, run, path = load_trained(model_dir, checkpoint, beam_size=beam_size,
-                                               alpha=alpha)
-    trainer = Seq2SeqTrainer(model, label_smoothing=run.training.label_smoothing)
-    trainer.compile(jit_compile=False)
-    dataset = make_evaluation_dataset(prepared, "valid", max_length=run.training.max_length,
-                                      report_truncation=False)
-    nll = float(trainer.evaluate(dataset, verbose=0, return_dict=True)["nll"])
-    files = prepared.files("valid")
-    sources, references = read_lines(files.source), read_lines(files.target)
-    if bleu_limit:
-        sources, references = sources[:bleu_limit], references[:bleu_limit]
-    translator = from_translator(Translator(model, tokenizer, run.decoding))
-    translations, _ = translate_lines(translator, sources, batch_size, progress=False)
-    bleu = float(corpus_bleu([row[0] for row in translations], references))
-    return DevScore(name=name, checkpoint=str(path), nll=nll, bleu=bleu)
+    return DevScorer(model_dir, prepared, checkpoint, beam_size, alpha, batch_size,
+                     bleu_limit).score(name, checkpoint)
 
 
 def choose(scores: list[DevScore]) -> DevScore:
@@ -80,14 +106,15 @@ def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
     if not available:
         raise ValueError(f"{model_dir} has no checkpoints")
     tail = checkpoints.tail_checkpoints(available, last)
-    search = dict(beam_size=beam_size, alpha=alpha, bleu_limit=bleu_limit)
-    scores = [score_on_dev("latest", model_dir, available[-1], prepared, **search)]
+    scorer = DevScorer(model_dir, prepared, available[-1], beam_size=beam_size, alpha=alpha,
+                       bleu_limit=bleu_limit)
+    scores = [scorer.score("latest", available[-1])]
     sources: list = []
     if len(tail) >= 2:
         averaged = checkpoints.average_run(model_dir, last, out=out, allow_fewer=True,
                                            tail_only=True)
         sources = list(averaged.sources)
-        scores.append(score_on_dev("averaged", model_dir, averaged.path, prepared, **search))
+        scores.append(scorer.score("averaged", averaged.path))
         note = f"averaged {', '.join(pathlib.Path(p).name for p in sources)}"
     else:
         note = (f"not averaged: {len(tail)} checkpoint(s) in the final "
