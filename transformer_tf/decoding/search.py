@@ -404,8 +404,15 @@ def beam_search(
         parents = beam + tf.range(rows)[:, None] * k  # [A, K]: rows of `cache` to keep
         if compact:
             new, parents = _drop_done(new, parents, k)
-        new = new._replace(ids=tf.reshape(new.ids, [-1]),
-                           cache=_reorder_cache(cache, tf.reshape(parents, [-1])))
+        parents = tf.reshape(parents, [-1])
+        if k == 1 and compact:
+            # One beam never changes parent: its cache rows move only when sentences leave
+            # (a gather of the whole cache otherwise, every step, for nothing).
+            cache = tf.cond(tf.size(parents) < rows,
+                            lambda: _reorder_cache(cache, parents), lambda: cache)
+        else:
+            cache = _reorder_cache(cache, parents)
+        new = new._replace(ids=tf.reshape(new.ids, [-1]), cache=cache)
         return (new,)
 
     initial_finished = _Finished(
