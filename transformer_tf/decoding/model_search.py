@@ -159,9 +159,10 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
 
 XLA_LENGTH_BUCKET = 8  # source positions: compiled searches are for multiples of this
 # Rows encoded together within a length-sorted chunk: each group is padded only to its own
-# longest source. Groups of 16 cut the encoder's time on a chunk of 64 Multi30k test
-# sentences by about a third (bench/README.md); smaller groups gained little more.
-ENCODE_ROWS = 16
+# longest source. On a chunk of 64 Multi30k test sentences the encoder took 320 ms whole,
+# 230 ms in groups of 32, 210 ms in groups of 16 (bench/README.md); every group is one
+# more encoder in the traced graph (export time), so 32.
+ENCODE_ROWS = 32
 
 
 def encode_by_length(model, source_ids, rows: int, max_rows: int):
