@@ -182,6 +182,36 @@ def time_calls(fn, repeats: int, warmup: int = 1, max_seconds: float | None = No
             "times_s": [round(t, 4) for t in times], "warmup_s": round(warmup_seconds, 3)}
 
 
+def data_dir() -> Path:
+    """Where the local corpora are: $TRANSFORMER_TF_DATA, else ../shared/data beside the
+    checkout."""
+    return Path(os.environ.get("TRANSFORMER_TF_DATA", ROOT.parent / "shared" / "data"))
+
+
+def multi30k_test_2016(language: str = "en") -> Path:
+    return data_dir() / "multi30k" / f"test_2016_flickr.{language}.gz"
+
+
+def first_lines(path: Path, limit: int) -> list[str]:
+    """The first `limit` lines of a gzipped UTF-8 text file, without line ends."""
+    import gzip
+
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for _, line in zip(range(limit), handle)]
+
+
+def best_translate_seconds(translator, batches, passes: int) -> float:
+    """Seconds of the fastest of `passes` passes of `translator.translate` over `batches`
+    (text in, text out, results fetched)."""
+    best = float("inf")
+    for _ in range(passes):
+        started = time.perf_counter()
+        for batch in batches:
+            translator.translate(batch)["translation"].numpy()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def load_average() -> list[float]:
     try:
         return [round(x, 2) for x in os.getloadavg()]

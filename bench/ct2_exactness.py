@@ -26,6 +26,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
 
 def log(message: str) -> None:
     print(f"[ct2_exactness {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
@@ -61,9 +64,8 @@ def main(argv=None) -> int:
     from transformer_tf.export import ctranslate2 as ct2_export
     from transformer_tf.inference.batch import load_translator, translate_lines
 
-    data = Path(os.environ.get("TRANSFORMER_TF_DATA", "../shared/data")) / "multi30k"
-    sources = read_lines(Path(args.source or data / "test_2016_flickr.en.gz"))
-    references = read_lines(Path(args.reference or data / "test_2016_flickr.de.gz"))
+    sources = read_lines(Path(args.source or common.multi30k_test_2016("en")))
+    references = read_lines(Path(args.reference or common.multi30k_test_2016("de")))
 
     with tempfile.TemporaryDirectory() as tmp:
         ct2_dir = args.ct2 or ct2_export.export_model_dir_ctranslate2(

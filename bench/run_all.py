@@ -492,8 +492,7 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
 
 
 def _test_2016_source() -> Path | None:
-    data = Path(os.environ.get("TRANSFORMER_TF_DATA", common.ROOT.parent / "shared" / "data"))
-    path = data / "multi30k" / "test_2016_flickr.en.gz"
+    path = common.multi30k_test_2016("en")
     return path if path.exists() else None
 
 

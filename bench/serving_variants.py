@@ -24,10 +24,7 @@ Prints one JSON object (sentences/s per variant and the machine's load).
 from __future__ import annotations
 
 import argparse
-import gzip
-import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -88,9 +85,7 @@ def main(argv=None) -> int:
 
     tf.config.threading.set_intra_op_parallelism_threads(common.THREADS)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    data = Path(os.environ.get("TRANSFORMER_TF_DATA", common.ROOT.parent / "shared" / "data"))
-    with gzip.open(data / "multi30k" / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for _, line in zip(range(args.sentences), f)]
+    lines = common.first_lines(common.multi30k_test_2016("en"), args.sentences)
     model, tokenizer, _, checkpoint = load_trained(args.model_dir)
     batches = [tf.constant(lines[i:i + args.batch_size])
                for i in range(0, len(lines), args.batch_size)]
@@ -102,18 +97,12 @@ def main(argv=None) -> int:
         translator = _translator(variant, model, tokenizer)
         for batch in batches:  # untimed: traces, and compiles every XLA shape
             translator.translate(batch)
-        best = min(_timed_pass(translator, batches) for _ in range(2))
+        best = common.best_translate_seconds(translator, batches, passes=2)
         report["sentences_per_s"][variant] = round(len(lines) / best, 2)
     report["load_average_end"] = common.load_average()
     common.emit(report)
     return 0
 
-
-def _timed_pass(translator, batches) -> float:
-    started = time.perf_counter()
-    for batch in batches:
-        translator.translate(batch)["translation"].numpy()
-    return time.perf_counter() - started
 
 
 if __name__ == "__main__":

@@ -17,11 +17,8 @@ on one pinned core (`taskset -c 0`), A B A B:
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -44,20 +41,13 @@ def main(argv=None) -> int:
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    data = Path(os.environ.get("TRANSFORMER_TF_DATA", common.ROOT.parent / "shared" / "data"))
-    with gzip.open(data / "multi30k" / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for _, line in zip(range(args.sentences), f)]
+    lines = common.first_lines(common.multi30k_test_2016("en"), args.sentences)
     model, tokenizer, run, checkpoint = load_trained(args.model_dir, beam_size=args.beam,
                                                      alpha=0.6, max_extra_length=50)
     translator = Translator(model, tokenizer, run.decoding)
     batches = [tf.constant(lines[i:i + args.batch]) for i in range(0, len(lines), args.batch)]
     outputs = [translator.translate(batch)["translation"].numpy() for batch in batches]
-    best = float("inf")
-    for _ in range(4):
-        started = time.perf_counter()
-        for batch in batches:
-            translator.translate(batch)["translation"].numpy()
-        best = min(best, time.perf_counter() - started)
+    best = common.best_translate_seconds(translator, batches, passes=4)
     digest = hashlib.sha256(b"\n".join(t for out in outputs for t in out)).hexdigest()[:12]
     common.emit({"benchmark": "translate_speed", "checkout": str(common.ROOT),
                  "checkpoint": str(checkpoint), "beam": args.beam, "batch": args.batch,
