@@ -32,6 +32,7 @@ from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator
 from transformer_tf.inference.parser import parse_lines
+from transformer_tf.recipe import JobStages
 from transformer_tf.training import checkpoints
 from transformer_tf.training.fit import TrainOptions, train
 from transformer_tf.training.model_dir import read_run_config
@@ -70,10 +71,6 @@ class ParseJobOptions:
     verbose: int = 1
 
 
-def _step(message: str) -> None:
-    print(f"\n==> {message}", flush=True)
-
-
 def parse_and_score(model_dir, checkpoint, prepared, split: str, out_path, batch_size: int,
                     progress: bool, **search) -> dict:
     """Parse `split` of `prepared` with `checkpoint`, write the trees to `out_path` and
@@ -90,20 +87,13 @@ def parse_and_score(model_dir, checkpoint, prepared, split: str, out_path, batch
 
 
 def run_parse_job(options: ParseJobOptions) -> dict:
-    started = time.monotonic()
-    stage_seconds: dict = {}
-    clock = [time.monotonic()]
-
-    def stage_done(name: str) -> None:
-        now = time.monotonic()
-        stage_seconds[name] = round(now - clock[0], 1)
-        clock[0] = now
+    stages = JobStages()
 
     work = pathlib.Path(options.work_dir)
     data_dir, model_dir = work / "data", work / "model"
     progress = options.verbose > 0
 
-    _step(f"1/6 prepare the treebank {options.treebank_dir} -> {data_dir}")
+    stages.begin(f"1/6 prepare the treebank {options.treebank_dir} -> {data_dir}")
     if (data_dir / METADATA_FILE).exists():
         prepared = load_prepared(data_dir)
         print(f"already prepared: {data_dir}")
@@ -116,10 +106,10 @@ def run_parse_job(options: ParseJobOptions) -> dict:
                                     subword=options.subword, leaves=options.leaves)
     info = prepared.metadata["treebank"]
     print(f"split {info['split_rule']}; sentences {info['sentences']}")
-    stage_done("prepare")
+    stages.done("prepare")
 
-    _step(f"2/6 train preset {options.preset!r} -> {model_dir} "
-          f"(TensorBoard: tensorboard --logdir {model_dir / 'logs'})")
+    stages.begin(f"2/6 train preset {options.preset!r} -> {model_dir} "
+                 f"(TensorBoard: tensorboard --logdir {model_dir / 'logs'})")
     result = train(TrainOptions(
         data_dir=str(data_dir), model_dir=str(model_dir), preset=options.preset,
         model_overrides=options.model_overrides,
@@ -133,12 +123,12 @@ def run_parse_job(options: ParseJobOptions) -> dict:
     search = dict(beam_size=options.beam_size, alpha=options.alpha,
                   max_extra_length=options.max_extra_length, grammar=options.grammar)
     decoding = run.decoding.with_overrides(**search)
-    stage_done("train")
+    stages.done("train")
 
     average_last = options.average_last or run.training.average_last
-    _step(f"3/6 average up to {average_last} checkpoints from the final "
-          f"{checkpoints.TAIL_FRACTION:.0%} of training; keep the average only if its dev "
-          "F1 (greedy) is at least the latest checkpoint's")
+    stages.begin(f"3/6 average up to {average_last} checkpoints from the final "
+                 f"{checkpoints.TAIL_FRACTION:.0%} of training; keep the average only if its dev "
+                 "F1 (greedy) is at least the latest checkpoint's")
     available = checkpoints.list_checkpoints(model_dir)
     candidates = {"latest": available[-1]}
     averaged_sources: list = []
@@ -158,11 +148,11 @@ def run_parse_job(options: ParseJobOptions) -> dict:
               and dev_greedy["averaged"] >= dev_greedy["latest"] else "latest")
     checkpoint = candidates[chosen]
     print(f"chosen: {chosen} ({pathlib.Path(checkpoint).name})")
-    stage_done("average_and_select")
+    stages.done("average_and_select")
 
-    _step(f"4/6 parse dev and test (beam {decoding.beam_size}, alpha {decoding.alpha}, "
-          f"max length input + {decoding.max_extra_length}, grammar {decoding.grammar!r}) "
-          "and score with EVALB's rules")
+    stages.begin(f"4/6 parse dev and test (beam {decoding.beam_size}, alpha {decoding.alpha}, "
+                 f"max length input + {decoding.max_extra_length}, grammar {decoding.grammar!r}) "
+                 "and score with EVALB's rules")
     results = {}
     for split in ("valid", "test"):
         results[split] = parse_and_score(model_dir, checkpoint, prepared, split,
@@ -171,22 +161,22 @@ def run_parse_job(options: ParseJobOptions) -> dict:
         repairs = results[split]["repairs"]
         print(f"{split}: {results[split].pop('report_text')}\nrepairs: {repairs['total']} in "
               f"{repairs['repaired_sentences']} sentences {repairs}")
-    stage_done("parse_and_score")
+    stages.done("parse_and_score")
 
     export_dir = pathlib.Path(options.saved_model_dir or work / "saved_model" / "1")
-    _step(f"5/6 export the SavedModel -> {export_dir}")
+    stages.begin(f"5/6 export the SavedModel -> {export_dir}")
     export_model_dir(model_dir, export_dir, checkpoint=checkpoint, overwrite=True,
                      parser=True, **search)
-    stage_done("export")
+    stages.done("export")
 
-    _step("6/6 parse example sentences through the exported serving_default signature")
+    stages.begin("6/6 parse example sentences through the exported serving_default signature")
     loaded = tf.saved_model.load(str(export_dir))
     outputs = loaded.signatures["serving_default"](text=tf.constant(EXAMPLE_SENTENCES))
     examples = [(s, t.decode("utf-8")) for s, t in zip(EXAMPLE_SENTENCES,
                                                          outputs["tree"].numpy())]
     for sentence, tree in examples:
         print(f"  {sentence}\n  -> {tree}")
-    stage_done("serve_examples")
+    stages.done("serve_examples")
 
     summary = {
         "treebank": info["directory"], "split_rule": info["split_rule"],
@@ -200,7 +190,7 @@ def run_parse_job(options: ParseJobOptions) -> dict:
         "chosen": chosen, "chosen_checkpoint": checkpoint,
         "dev": results["valid"], "test": results["test"],
         "saved_model": str(export_dir), "examples": examples,
-        "stage_seconds": stage_seconds, "total_seconds": round(time.monotonic() - started, 1),
+        "stage_seconds": stages.seconds, "total_seconds": stages.total_seconds(),
     }
     (work / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     return summary
