@@ -1,5 +1,6 @@
 """Search over the model, the Translator module, SavedModel export and scripts/translate.py."""
 import gzip
+import io
 import json
 import pathlib
 import subprocess
@@ -146,7 +147,7 @@ def test_saved_model_cli_shows_the_text_signature(exported):
     assert "signature_def['translate_ids']" in shown
 
 
-def test_translate_script_keeps_order_and_empty_lines(exported):
+def test_translate_script_keeps_order_and_empty_lines(exported, monkeypatch, capsys):
     translator, path = exported
     lines = ["Two dogs play in the snow near a fence.", "", "A man is riding a bicycle.",
              " ".join(["cat"] * 100)]
@@ -161,12 +162,13 @@ def test_translate_script_keeps_order_and_empty_lines(exported):
     expected = [t.decode() for t in translator.translate(tf.constant(lines))["translation"].numpy()]
     assert out[:4] == expected and out[1] == "" and len(out) == 6
     assert "line 4:" in result.stderr.decode() and "truncated" in result.stderr.decode()
-    # Other search settings than the export's rebuild the model around its weights.
-    nbest = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "translate.py"), "--model", str(path), "--quiet",
-         "--n-best", "2", "--beam-size", "2", "--stopping", "k_finished"],
-        input="A man.\nA dog.\n", capture_output=True, text=True, timeout=300, check=True)
-    rows = [line.split(" ||| ") for line in nbest.stdout.strip().split("\n")]
+    # Other search settings than the export's rebuild the model around its weights
+    # (in this process: the script's main, to save a second start-up).
+    from transformer_tf.cli.translate import main
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"A man.\nA dog.\n")))
+    assert main(["--model", str(path), "--quiet", "--n-best", "2", "--beam-size", "2",
+                 "--stopping", "k_finished"]) == 0
+    rows = [line.split(" ||| ") for line in capsys.readouterr().out.strip().split("\n")]
     assert [r[0] for r in rows] == ["0", "0", "1", "1"]
     assert float(rows[0][2]) >= float(rows[1][2])
     same = Translator(translator.model, translator.tokenizer,
@@ -179,7 +181,7 @@ def test_translate_script_keeps_order_and_empty_lines(exported):
     (["--model-dir", "/nonexistent"], "run_config.json not found"),
     (["--beam-size", "0"], "beam_size"),
 ])
-def test_export_script_reports_bad_arguments(tmp_path, arguments, message):
+def test_export_script_reports_bad_arguments(tmp_path, capsys, arguments, message):
     # A run directory with a valid run_config.json (and no checkpoint): the decoding
     # override is checked before anything is loaded.
     from transformer_tf.config import get_preset
@@ -189,10 +191,9 @@ def test_export_script_reports_bad_arguments(tmp_path, arguments, message):
     preset = get_preset("tiny")
     write_run_config(run_dir, RunConfig(preset.model, preset.training, preset.decoding,
                                         data_dir=str(tmp_path), preset="tiny"))
-    result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "export.py"), "--model-dir", str(run_dir),
-         "--out", str(tmp_path / "out" / "1"), *arguments],
-        capture_output=True, text=True, timeout=300)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.strip().splitlines()[-1].startswith("error:")
-    assert message in result.stderr
+    from transformer_tf.cli.export import main
+    code = main(["--model-dir", str(run_dir), "--out", str(tmp_path / "out" / "1"), *arguments])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1].startswith("error:")
+    assert message in stderr
