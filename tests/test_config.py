@@ -94,3 +94,13 @@ def test_paper_presets_carry_their_step_plans_and_the_en_fr_big_model():
     assert en_fr.model == big.model.replace(dropout=0.1) and big.model.dropout == 0.3
     assert en_fr.training == big.training
     assert get_preset("multi30k").training.train_steps is None  # budgets by time instead
+
+
+def test_parsing_presets_decode_as_section_6_3_says():
+    # The paper: 4 layers, d_model 1024; beam 21, alpha 0.3, outputs up to input + 300.
+    paper = get_preset("parsing")
+    assert (paper.model.num_layers, paper.model.d_model) == (4, 1024)
+    assert (paper.decoding.beam_size, paper.decoding.alpha,
+            paper.decoding.max_extra_length, paper.decoding.grammar) == (21, 0.3, 300, "tree")
+    # The CPU-sized variant differs only in its dev-chosen alpha (README, parsing results).
+    assert get_preset("parsing_cpu").decoding == paper.decoding.replace(alpha=5.0)

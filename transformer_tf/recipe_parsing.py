@@ -6,8 +6,9 @@
 3. average up to `average_last` checkpoints from the final part of training and keep the
    average only if its dev F1 (greedy decoding, cheap) is at least the latest
    checkpoint's;
-4. parse dev and test with the chosen checkpoint and the task's search (beam 21, alpha
-   0.3, output up to input + 300 unless overridden), read the outputs back with repairs
+4. parse dev and test with the chosen checkpoint and the run's search (the preset's:
+   beam 21, output up to input + 300, alpha 0.3 for `parsing` and 5.0 for `parsing_cpu`,
+   unless overridden), read the outputs back with repairs
    counted, and score them with EVALB's COLLINS.prm rules;
 5. export a SavedModel whose serving_default parses sentences into trees;
 6. parse a few example sentences through it.
@@ -62,7 +63,7 @@ class ParseJobOptions:
     training_overrides: dict = dataclasses.field(default_factory=dict)
     average_last: int | None = None
     beam_size: int | None = None  # None: the preset's (parsing: 21)
-    alpha: float | None = None  # parsing: 0.3
+    alpha: float | None = None  # parsing: 0.3, parsing_cpu: 5.0
     max_extra_length: int | None = None  # parsing: 300
     grammar: str | None = None  # parsing: "tree"
     batch_size: int = 32

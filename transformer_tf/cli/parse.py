@@ -24,9 +24,9 @@ def main(argv=None):
     source.add_argument("--model", help="parsing SavedModel directory")
     source.add_argument("--model-dir", help="parsing training run directory")
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
-    parser.add_argument("--beam-size", type=int, help="with --model-dir (default 21)")
-    parser.add_argument("--alpha", type=float, help="with --model-dir (default 0.3)")
-    parser.add_argument("--max-extra-length", type=int, help="with --model-dir (default 300)")
+    parser.add_argument("--beam-size", type=int, help="with --model-dir (default: the run's)")
+    parser.add_argument("--alpha", type=float, help="with --model-dir (default: the run's)")
+    parser.add_argument("--max-extra-length", type=int, help="with --model-dir (default: the run's)")
     parser.add_argument("--grammar", choices=("none", "tree"),
                         help="with --model-dir: output constraint (default tree: well-formed "
                              "trees with every input word in place)")
