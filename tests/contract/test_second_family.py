@@ -92,7 +92,6 @@ class ToyGru(Seq2SeqModel):
 SENTENCES = ["A man is riding a bicycle.", "Two dogs play in the snow.", ""]
 
 
-
 def test_contract_holds_for_the_toy_model():
     # Its cached decoding reproduces its own teacher-forced logits.
     model = ToyGru(ToyGruConfig())
@@ -176,8 +175,8 @@ def test_second_family_trains_exports_and_serves(no_transformer, tiny_multi30k, 
     in_memory = load_translator(model_dir=str(model_dir))
     assert in_memory.owner.decoding.beam_size == 5  # the preset's (ConvS2S paper) beam
     expected, _ = translate_lines(in_memory, SENTENCES, progress=False)
-    # The SavedModel is its traced graphs: loading it needs none of our Python classes.
-    # (That holds in a fresh process too: tests/export/test_export.py starts one.)
+    # The SavedModel is its traced graphs: loading it needs none of our Python classes
+    # (tests/export/test_export.py loads a Transformer export in a fresh process).
     loaded = tf.saved_model.load(str(export_dir))
     out = loaded.signatures["serving_default"](text=tf.constant(SENTENCES))
     served = [t.decode() for t in out["translation"].numpy()]
