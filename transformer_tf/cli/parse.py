@@ -26,7 +26,8 @@ def main(argv=None):
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
     parser.add_argument("--beam-size", type=int, help="with --model-dir (default: the run's)")
     parser.add_argument("--alpha", type=float, help="with --model-dir (default: the run's)")
-    parser.add_argument("--max-extra-length", type=int, help="with --model-dir (default: the run's)")
+    parser.add_argument("--max-extra-length", type=int,
+                        help="with --model-dir (default: the run's)")
     parser.add_argument("--grammar", choices=("none", "tree"),
                         help="with --model-dir: output constraint (default tree: well-formed "
                              "trees with every input word in place)")
