@@ -1,0 +1,64 @@
+"""The parsing job (scripts/parse_job.py's code) end to end on 14 files of the WSJ sample and
+a tiny model: every stage runs, every output tree holds its sentence's words, the scores
+are EVALB's over all sentences, and the export parses sentences into trees."""
+import json
+import pathlib
+
+import pytest
+import tensorflow as tf
+
+from transformer_tf.data.treebank import read_trees
+
+
+@pytest.mark.slow
+def test_parse_job_produces_every_artefact(shared_data_dir, tmp_path, gc_frozen):
+    from transformer_tf.recipe_parsing import EXAMPLE_SENTENCES, ParseJobOptions, run_parse_job
+
+    files = sorted((shared_data_dir / "ptb_wsj_sample").glob("*.mrg"))[:14]
+    if not files:
+        pytest.skip(f"the WSJ sample is not under {shared_data_dir}")
+    treebank = tmp_path / "treebank"
+    treebank.mkdir()
+    for path in files:  # split by file: 12 train, wsj_0013 dev, wsj_0014 test
+        (treebank / path.name).symlink_to(path)
+    work = tmp_path / "work"
+    with gc_frozen():
+        summary = run_parse_job(ParseJobOptions(
+            treebank_dir=str(treebank), work_dir=str(work), vocab_size=400,
+            train_minutes=None, max_steps=10, eval_every=5, average_last=2,
+            model_overrides={"num_layers": 1, "d_model": 32, "d_ff": 64, "num_heads": 2},
+            training_overrides={"checkpoint_every_minutes": 1e-5},
+            beam_size=2, max_extra_length=12, verbose=0))
+
+    written = json.loads((work / "summary.json").read_text())
+    assert written["test"]["evalb"] == summary["test"]["evalb"]
+    assert set(summary["stage_seconds"]) == {"prepare", "train", "average_and_select",
+                                             "parse_and_score", "export", "serve_examples"}
+    assert summary["train_steps"] == 10 and summary["stopped_by"] == "steps"
+    # The preset's search with the overrides: the tree grammar and parsing_cpu's alpha.
+    assert summary["decoding"]["grammar"] == "tree" and summary["decoding"]["alpha"] == 5.0
+    assert (summary["decoding"]["beam_size"], summary["decoding"]["max_extra_length"]) == (2, 12)
+    # Checkpoints of steps 9 and 10 (the final 20%) averaged, then chosen between on dev.
+    assert [pathlib.Path(p).name for p in summary["averaged_checkpoints"]] == ["ckpt-9",
+                                                                               "ckpt-10"]
+    assert set(summary["dev_f1_greedy"]) == {"latest", "averaged"}
+    assert summary["chosen"] in summary["dev_f1_greedy"]
+
+    for split, name in (("dev", "valid"), ("test", "test")):
+        gold = (work / "data" / f"{name}.gold").read_text().splitlines()
+        trees = pathlib.Path(summary[split]["trees"]).read_text().splitlines()
+        assert len(trees) == len(gold) == summary["sentences"][name] > 0
+        # Under the tree grammar every output is a tree over exactly the gold words, so
+        # EVALB scores every sentence and nothing needed a repair.
+        for tree, gold_tree in zip(trees, gold):
+            assert read_trees(tree)[0].words() == read_trees(gold_tree)[0].words()
+        scores = summary[split]["evalb"]["all"]
+        assert scores["sentences"] == len(gold) and scores["error_sentences"] == 0
+        assert 0 <= scores["f1"] <= 100 and summary[split]["repairs"]["total"] == 0
+
+    # The export parses: words in, a tree over them out.
+    assert summary["examples"][0][0] == EXAMPLE_SENTENCES[0]
+    served = tf.saved_model.load(summary["saved_model"]).signatures["serving_default"](
+        text=tf.constant(["Ms. Haag plays Elianti ."]))
+    tree = read_trees(served["tree"].numpy()[0].decode())[0]
+    assert tree.label == "TOP" and tree.words() == ["Ms.", "Haag", "plays", "Elianti", "."]
