@@ -4,7 +4,7 @@ models, visualization -> training -> inference -> export -> recipe, variations -
 Every `import` statement of the package is read from its source, those inside functions
 included (a lazy import of a higher layer is still an arrow up), and checked against the
 ranks; reading the source costs no TensorFlow start-up, which a fresh interpreter per
-package did (about a minute of the suite)."""
+package did (about 75 s of CPU in the suite)."""
 from __future__ import annotations
 
 import ast
