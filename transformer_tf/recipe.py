@@ -98,7 +98,8 @@ class JobStages:
     that has trained holds hundreds of thousands of long-lived objects (TensorFlow keeps
     traced graphs alive), and scanning them again and again made the tracing of the
     later stages' searches several times slower (the main job's average-and-select stage
-    on the test suite's tiny run: 38-53 s without, 15-21 s with it)."""
+    on the test suite's tiny run: 38-53 s without, 15-21 s with it). The freeze is
+    process-wide and not undone (`gc.unfreeze` would): the jobs run as commands."""
 
     def __init__(self):
         self.started = self._clock = time.monotonic()
