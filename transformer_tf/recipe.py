@@ -97,7 +97,7 @@ class JobStages:
     collections (`gc.freeze`, after one collection so that no garbage is kept): a job
     that has trained holds hundreds of thousands of long-lived objects (TensorFlow keeps
     traced graphs alive), and scanning them again and again made the tracing of the
-    later stages' searches several times slower (the main job's average-and-select stage
+    later stages' searches 2-3 times slower (the main job's average-and-select stage
     on the test suite's tiny run: 38-53 s without, 15-21 s with it). The freeze is
     process-wide and not undone (`gc.unfreeze` would): the jobs run as commands."""
 
