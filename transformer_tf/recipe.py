@@ -18,7 +18,6 @@ and the SavedModel under saved_models/<name>/<version>.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import logging
 import pathlib
@@ -37,6 +36,7 @@ from transformer_tf.inference.batch import load_translator, translate_lines
 from transformer_tf.inference.selection import average_and_choose
 from transformer_tf.training import checkpoints
 from transformer_tf.training.fit import TrainOptions, train
+from transformer_tf.training.live_objects import set_aside_live_objects
 from transformer_tf.training.model_dir import read_run_config
 
 logger = logging.getLogger(__name__)
@@ -93,13 +93,10 @@ class JobStages:
     """The stages of a job (this one and the parsing job): a heading on the console as
     each begins, its wall time (seconds) when it is done.
 
-    When a stage is done, the objects still alive are left out of later garbage
-    collections (`gc.freeze`, after one collection so that no garbage is kept): a job
-    that has trained holds hundreds of thousands of long-lived objects (TensorFlow keeps
-    traced graphs alive), and scanning them again and again made the tracing of the
-    later stages' searches 2-3 times slower (the main job's average-and-select stage
-    on the test suite's tiny run: 38-53 s without, 15-21 s with it). The freeze is
-    process-wide and not undone (`gc.unfreeze` would): the jobs run as commands."""
+    When a stage is done, the objects still alive are set aside from later garbage
+    collections (`live_objects.set_aside_live_objects`: after training, rescanning them
+    made the later stages' tracing 2-3 times slower). The jobs run as commands, so the
+    process-wide freeze is theirs to make."""
 
     def __init__(self):
         self.started = self._clock = time.monotonic()
@@ -112,8 +109,7 @@ class JobStages:
     def done(self, name: str) -> None:
         now = time.monotonic()
         self.seconds[name] = round(now - self._clock, 1)
-        gc.collect()
-        gc.freeze()
+        set_aside_live_objects()
         self._clock = time.monotonic()
 
     def total_seconds(self) -> float:

@@ -31,6 +31,7 @@ import time
 from typing import Callable
 
 from transformer_tf.config import ModelConfig, get_preset
+from transformer_tf.training.live_objects import set_aside_live_objects
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
 RESULTS_JSON = "variations.json"
@@ -311,8 +312,10 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
         started = time.monotonic()
         if minutes_left is None or minutes_left > 0:
             train_row(row, row_dir, options, minutes_left)
+        set_aside_live_objects()  # rows train and trace in one process, one after another
         say(f"[{index}/{len(rows)}] {row.name}: scoring on the dev set")
         result = evaluate_row(row, row_dir, options, time.monotonic() - started)
+        set_aside_live_objects()
         result_path.write_text(json.dumps(result, indent=2))
         results.append(result)
         write_tables(results, out, options)
