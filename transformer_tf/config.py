@@ -25,6 +25,7 @@ POSITION_ENCODINGS = ("sinusoidal", "learned")
 EMBEDDING_SHARING = ("all", "target", "none")
 NORM_POSITIONS = ("post", "pre")
 OPTIMIZERS = ("adam", "nesterov")
+WORD_LOSSES = ("token", "any")
 
 
 class ConfigError(ValueError):
@@ -318,6 +319,11 @@ class TrainingConfig(_Serialisable):
       max_length: longest source or target (in BPE tokens, eos/bos included) kept for
         training; longer pairs are dropped and counted.
       label_smoothing: eps_ls of the loss (paper: 0.1; Table 3 row D varies it).
+      word_loss: how target word pieces are scored. "token": each id is its own class
+        (translation; the paper). "any": for parsing with `words` leaves, every piece
+        that is not a tree token, EOS or PAD is scored as one class, "a word", as the
+        tree grammar scores the copied words in search (`training.losses`); the model
+        learns where words and brackets go, not which word comes.
       gradient_accumulation_steps: optimizer steps accumulate this many batches; the
         update is the per-token mean over all of them, as for one batch holding them all.
       clip_norm: global gradient-norm clip; None disables.
@@ -344,6 +350,7 @@ class TrainingConfig(_Serialisable):
     tokens_per_batch: int = 25000
     max_length: int = 256
     label_smoothing: float = 0.1
+    word_loss: str = "token"
     gradient_accumulation_steps: int = 1
     clip_norm: float | None = None
     optimizer: str = "adam"
@@ -369,6 +376,8 @@ class TrainingConfig(_Serialisable):
         _check(self.learning_rate_scale > 0, "learning_rate_scale", "must be positive")
         _check(isinstance(self.label_smoothing, (int, float)) and 0.0 <= self.label_smoothing < 1.0,
                "label_smoothing", f"expected a probability in [0, 1), got {self.label_smoothing!r}")
+        _check(self.word_loss in WORD_LOSSES, "word_loss",
+               f"expected one of {WORD_LOSSES}, got {self.word_loss!r}")
         _check(0 <= self.adam_beta_1 < 1, "adam_beta_1", "expected a value in [0, 1)")
         _check(0 <= self.adam_beta_2 < 1, "adam_beta_2", "expected a value in [0, 1)")
         _check(self.adam_epsilon > 0, "adam_epsilon", "must be positive")

@@ -316,7 +316,7 @@ def test_every_beam_hypothesis_is_a_well_formed_tree(chunked, xla):
 def test_the_tree_grammar_of_a_treebank_vocabulary_counts_real_words():
     from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, train_bpe
     from transformer_tf.data.linearise import tree_symbols
-    from transformer_tf.inference.grammar import tree_grammar
+    from transformer_tf.decoding.grammar import tree_grammar
 
     known = ["Ms. Haag plays Elianti .", "Pierre Vinken , 61 years old , will join ."]
     # Unseen characters (byte pieces), brackets, a word holding a tree token, one letter.

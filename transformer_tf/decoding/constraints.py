@@ -201,10 +201,11 @@ class CopyBracketGrammar(_BracketRules):
                  word_start: Sequence[int], eos_id: int, pad_id: int, max_depth: int = 64):
         super().__init__(vocab_size, open_ids, close_ids, word_start, eos_id, max_depth)
         self.pad_id = int(pad_id)
-        # Tokens that can be (part of) a word: neither a bracket nor EOS / PAD.
-        self._word_token = ((tf.equal(self._label_of, 0)
-                             & ~tf.equal(tf.range(self.vocab_size), self.eos_id)
-                             & ~tf.equal(tf.range(self.vocab_size), self.pad_id))[None, :])
+        # Tokens that can be (part of) a word: neither a bracket nor EOS / PAD. Training
+        # with `TrainingConfig.word_loss` "any" pools exactly these in its loss.
+        self.word_tokens = (tf.equal(self._label_of, 0)
+                            & ~tf.equal(tf.range(self.vocab_size), self.eos_id)
+                            & ~tf.equal(tf.range(self.vocab_size), self.pad_id))  # bool [V]
 
     def _next_piece(self, state: dict) -> tuple[tf.Tensor, tf.Tensor]:
         """(int32 [B] the source piece to copy next, bool [B] whether there is one)."""
@@ -257,6 +258,9 @@ class CopyBracketGrammar(_BracketRules):
         scores = tf.cast(scores, tf.float32)
         piece, has_piece = self._next_piece(state)  # once per step, for both uses
         any_word = tf.reduce_logsumexp(
-            tf.where(self._word_token, scores, _NEG_INF), axis=1, keepdims=True)  # [B, 1]
-        scores = tf.where(tf.equal(self._token_ids, piece[:, None]), any_word, scores)
+            tf.where(self.word_tokens[None, :], scores, _NEG_INF), axis=1, keepdims=True)  # [B, 1]
+        # Only a real piece: once every piece is copied, `piece` is the source's EOS, which
+        # must keep its own score.
+        copied = tf.equal(self._token_ids, piece[:, None]) & has_piece[:, None]
+        scores = tf.where(copied, any_word, scores)
         return scores + self._mask(state, step, piece, has_piece)

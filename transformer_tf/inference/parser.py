@@ -9,7 +9,7 @@ written with TensorFlow ops so that the exported SavedModel does it all in the g
 
 The in-graph reading follows the same rules as `linearise.delinearise` (tests check that
 both give the same trees and counts on random ill-formed sequences), for the leaf
-convention of the model's vocabulary (`inference.grammar.leaves_of_vocabulary`).
+convention of the model's vocabulary (`data.treebank_data.leaves_of_vocabulary`).
 """
 from __future__ import annotations
 

@@ -19,7 +19,9 @@ from transformer_tf.inference.batch import from_translator, translate_lines
 from transformer_tf.inference.loading import load_trained, pick_checkpoint
 from transformer_tf.inference.translator import Translator
 from transformer_tf.training import checkpoints
+from transformer_tf.training.model_dir import read_tokenizer_proto
 from transformer_tf.training.trainer import Seq2SeqTrainer
+from transformer_tf.training.word_loss import pooled_ids
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +49,10 @@ class DevScorer:
         # Built with `checkpoint`'s weights (the run's default one when None).
         self.model, tokenizer, run, self._loaded = load_trained(
             model_dir, checkpoint, beam_size=beam_size, alpha=alpha)
-        self.trainer = Seq2SeqTrainer(self.model, label_smoothing=run.training.label_smoothing)
+        self.trainer = Seq2SeqTrainer(
+            self.model, label_smoothing=run.training.label_smoothing,
+            pooled_ids=pooled_ids(run.training, read_tokenizer_proto(model_dir),
+                                  run.model.vocab_size, where=f"run {model_dir}"))
         self.trainer.compile(jit_compile=False)
         self.dataset = make_evaluation_dataset(prepared, "valid",
                                                max_length=run.training.max_length,

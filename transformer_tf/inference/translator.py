@@ -28,7 +28,7 @@ from transformer_tf.data.bpe import line_break_piece_ids
 from transformer_tf.data.source_text import clean_source_ids, encode_sources
 from transformer_tf.decoding.model_search import search_model, search_model_by_length
 from transformer_tf.decoding.search import check_n_best
-from transformer_tf.inference.grammar import output_constraint
+from transformer_tf.decoding.grammar import output_constraint
 
 
 class IdsTranslator(tf.Module):
@@ -106,7 +106,7 @@ class Translator(IdsTranslator):
       model: a trained model of the sequence-to-sequence contract.
       tokenizer: the shared BpeTokenizer (its model proto travels with this module).
       decoding: beam size, length penalty alpha, max extra length and the output grammar
-        (`inference.grammar`, built from the tokenizer's vocabulary).
+        (`decoding.grammar`, built from the tokenizer's vocabulary).
       n_best: hypotheses kept per sentence by `translate_nbest`.
     """
 

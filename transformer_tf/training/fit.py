@@ -36,6 +36,7 @@ from transformer_tf.training.run_lock import RunLock
 from transformer_tf.training.schedule import TransformerSchedule
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.validation import ValidationTranslations
+from transformer_tf.training.word_loss import pooled_ids
 
 logger = logging.getLogger(__name__)
 
@@ -117,17 +118,20 @@ def make_optimizer(training: TrainingConfig, model_width: int) -> keras.optimize
 
 def build_model_and_optimizer(model_config, training: TrainingConfig,
                               jit_compile: bool = False,
-                              family: str = DEFAULT_FAMILY) -> Seq2SeqTrainer:
+                              family: str = DEFAULT_FAMILY,
+                              pooled=None) -> Seq2SeqTrainer:
     """A compiled `Seq2SeqTrainer` over a new model of `family` (`model_config` its config
     dataclass), with the optimizer of `make_optimizer` and the training config's label
-    smoothing, variables created. The model itself is `trainer.network`.
+    smoothing, variables created. The model itself is `trainer.network`. `pooled`: the
+    ids the loss scores as one class (`word_loss.pooled_ids`), or None.
 
     Call under the strategy's scope. Under a mixed_float16 global policy `compile` wraps
     the optimizer in a LossScaleOptimizer (dynamic loss scaling).
     """
     model = Seq2SeqTrainer(build_model(family, model_config),
                            label_smoothing=training.label_smoothing,
-                           accumulation_steps=training.gradient_accumulation_steps)
+                           accumulation_steps=training.gradient_accumulation_steps,
+                           pooled_ids=pooled)
     model.build()
     # Gradient accumulation happens in the trainer's step (one optimizer call per update).
     model.compile(optimizer=make_optimizer(training, model.network.model_width),
@@ -177,6 +181,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     started = time.monotonic()
     prepared = load_prepared(options.data_dir)
     run = _run_config(options, prepared)
+    pooled = pooled_ids(run.training, prepared.bpe_model_path.read_bytes(),
+                        run.model.vocab_size, where=f"data directory {options.data_dir}")
     if not plans and options.max_minutes is None:
         if run.training.train_steps is None:
             raise ValueError(f"give a plan: max_steps, epochs or max_minutes (preset "
@@ -200,7 +206,7 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
 
     with strategy.scope():
         model = build_model_and_optimizer(run.model, run.training, options.jit_compile,
-                                          family=run.family)
+                                          family=run.family, pooled=pooled)
     # Every worker restores from MDIR's checkpoints (MDIR must be on a file system the
     # workers share): workers resuming from different states would run different numbers
     # of steps and wait forever for each other. Only the chief writes checkpoints; saving

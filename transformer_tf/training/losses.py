@@ -26,6 +26,13 @@ Conventions
   ordinary negative log-likelihood.
 * Computation is in float32 whatever the logits' dtype (float16 / bfloat16 under mixed
   precision): logits are cast before the log-softmax.
+* Pooled ids (`pooled`, optional): a set of ids scored as ONE class, "any of them", with
+  log-probability log sum_{v pooled} p(v); every other id stays its own class, and label
+  smoothing spreads eps over the C = V - |pooled| + 1 classes (eps / (C - 1) each). The
+  parsing task with `words` leaves pools the word pieces (`TrainingConfig.word_loss`):
+  the grammar copies the words from the source and scores each copied piece as any word
+  (`decoding.constraints.CopyBracketGrammar`), so this is the loss of exactly what the
+  search decides, where the words and brackets go; which word comes is not learnt.
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ __all__ = [
     "negative_log_likelihood",
     "token_loss_sums",
     "label_smoothing_entropy",
+    "pool_classes",
 ]
 
 
@@ -155,8 +163,33 @@ def negative_log_likelihood(labels, logits, pad_id: int = PAD_ID):
     return label_smoothed_cross_entropy(labels, logits, 0.0, pad_id)
 
 
+def pool_classes(labels, logits, pooled):
+    """Labels and logits over the classes of `pooled` (module doc): the ids outside it in
+    order, then one class for all of it.
+
+    Args:
+      labels: int32 [B, T]; logits: float [B, T, V]; pooled: bool [V] (at least one True;
+        the pad id must stay outside it, so that padding stays recognisable).
+
+    Returns:
+      (labels int32 [B, T], logits float32 [B, T, C]), C = V - |pooled| + 1; the class
+      logits' log-softmax is log p(v) for a kept id and log sum_{v pooled} p(v) for the
+      pooled class, p = softmax(logits). A pad label maps to the pad id's class.
+    """
+    pooled = tf.convert_to_tensor(pooled, tf.bool)
+    logits = tf.cast(logits, tf.float32)
+    kept_ids = tf.cast(tf.reshape(tf.where(~pooled), [-1]), tf.int32)  # [C - 1]
+    kept = tf.gather(logits, kept_ids, axis=-1)  # [B, T, C - 1]
+    any_pooled = tf.reduce_logsumexp(
+        tf.where(pooled, logits, float("-inf")), axis=-1, keepdims=True)  # [B, T, 1]
+    # Class of each id: its rank among the kept ids, or C - 1 for a pooled id.
+    class_of_id = tf.where(pooled, tf.shape(kept_ids)[0],
+                           tf.cumsum(tf.cast(~pooled, tf.int32)) - 1)
+    return tf.gather(class_of_id, labels), tf.concat([kept, any_pooled], axis=-1)
+
+
 def token_loss_sums(labels, logits, label_smoothing: float = 0.1,
-                    pad_id: int = PAD_ID) -> TokenLossSums:
+                    pad_id: int = PAD_ID, pooled=None) -> TokenLossSums:
     """Everything a train/test step needs from one log-softmax: loss, NLL, accuracy counts.
 
     Args:
@@ -164,14 +197,19 @@ def token_loss_sums(labels, logits, label_smoothing: float = 0.1,
       logits: float tensor [B, T, V] (computed in float32).
       label_smoothing: eps, as in `label_smoothed_cross_entropy`.
       pad_id: padding id.
+      pooled: None, or bool [V]: ids scored as one class (module doc; `pool_classes`).
+        Then nll is -log of the class's probability and a prediction is correct when the
+        argmax class is the label's.
 
     Returns:
       A `TokenLossSums` of float32 scalars (sums over real tokens and their count).
     """
     _check_smoothing(label_smoothing)
     labels = _check_labels(labels)
-    losses, label_log_probs, predictions = _token_terms(labels, logits, label_smoothing)
     mask = _real_token_mask(labels, pad_id)
+    if pooled is not None:
+        labels, logits = pool_classes(labels, logits, pooled)
+    losses, label_log_probs, predictions = _token_terms(labels, logits, label_smoothing)
     correct = tf.cast(tf.equal(predictions, labels), tf.float32)
     return TokenLossSums(
         loss_sum=tf.reduce_sum(losses * mask),

@@ -45,6 +45,8 @@ class Seq2SeqTrainer(keras_workarounds.MultiWorkerFitMixin, keras.Model):
       label_smoothing: eps_ls in [0, 1).
       accumulation_steps: k, micro-batches per update (1: none); with k > 1 each training
         element is a tuple of k batches (`accumulation.pack_micro_batches`).
+      pooled_ids: None, or bool [V]: target ids the loss scores as one class
+        (`losses.pool_classes`; the parsing task's word pieces, `TrainingConfig.word_loss`).
 
     Data: ((source_ids [B, S], target_input_ids [B, T]), labels [B, T]), PAD_ID-padded
     (training with accumulation: a tuple of k of them). Create it under the strategy's
@@ -52,13 +54,14 @@ class Seq2SeqTrainer(keras_workarounds.MultiWorkerFitMixin, keras.Model):
     """
 
     def __init__(self, network, label_smoothing: float = 0.1, accumulation_steps: int = 1,
-                 **kwargs):
+                 pooled_ids=None, **kwargs):
         super().__init__(**kwargs)
         if not 0.0 <= float(label_smoothing) < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         self.network = network
         self.label_smoothing = float(label_smoothing)
         self.accumulation_steps = int(accumulation_steps)
+        self.pooled_ids = None if pooled_ids is None else tf.constant(pooled_ids, tf.bool)
         self.loss_metric = TokenMean(name="loss")
         self.nll_metric = TokenMean(name="nll")
         self.accuracy_metric = TokenAccuracy(name="token_accuracy")
@@ -80,7 +83,7 @@ class Seq2SeqTrainer(keras_workarounds.MultiWorkerFitMixin, keras.Model):
     def _forward_and_sums(self, data, training):
         inputs, labels = data[0], data[1]
         logits = self.network(inputs, training=training)
-        return token_loss_sums(labels, logits, self.label_smoothing)
+        return token_loss_sums(labels, logits, self.label_smoothing, pooled=self.pooled_ids)
 
     def _accumulate_metrics(self, sums):
         self.loss_metric.update_state(sums.loss_sum, sums.token_count)
