@@ -122,3 +122,35 @@ def test_last_words_of_a_killed_command_reach_the_terminal():
                           env={**env, "PYTHONPATH": str(REPO)})
     assert done.returncode == -9
     assert done.stderr == b"F0000 Check failed: last words\n"
+
+
+class _Chunks:
+    """A binary source that `read` returns in the given chunks."""
+
+    def __init__(self, chunks):
+        self.chunks = list(chunks)
+
+    def read(self, _size):
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+def _filtered(chunks) -> bytes:
+    import io
+
+    sink = io.BytesIO()
+    console.filter_stream(_Chunks(chunks), sink)
+    return sink.getvalue()
+
+
+def test_noise_after_a_progress_bar_on_its_line_is_dropped_wherever_the_chunks_split():
+    """tqdm's last "\\r" piece has no terminator; sentencepiece's line, written when the
+    next pass creates its tokenizer, lands on the bar's line. Every split of the stream
+    into two chunks, and one chunk per byte, give the same output."""
+    stream = (b"\r 40%|####      | 4/10]" + NOISE[5] + b"\r 50%|#####     | 5/10]"
+              + NOISE[1] + b"\r100%|##########| 10/10]\n" + KEPT[0])
+    expected = (b"\r 40%|####      | 4/10]\r 50%|#####     | 5/10]\r100%|##########| 10/10]\n"
+                + KEPT[0])
+    assert _filtered([stream]) == expected
+    for cut in range(1, len(stream)):
+        assert _filtered([stream[:cut], stream[cut:]]) == expected, cut
+    assert _filtered([bytes([b]) for b in stream]) == expected

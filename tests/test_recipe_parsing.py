@@ -1,6 +1,7 @@
 """The parsing job (scripts/parse_job.py's code) end to end on 14 files of the WSJ sample and
 a tiny model: every stage runs, every output tree holds its sentence's words, the scores
-are EVALB's over all sentences, and the export parses sentences into trees."""
+are EVALB's over all sentences, and the export parses sentences into trees; so does
+scripts/export.py's, which is told nothing about the task (it reads it from the run)."""
 import json
 import pathlib
 
@@ -62,3 +63,11 @@ def test_parse_job_produces_every_artefact(shared_data_dir, tmp_path, gc_frozen)
         text=tf.constant(["Ms. Haag plays Elianti ."]))
     tree = read_trees(served["tree"].numpy()[0].decode())[0]
     assert tree.label == "TOP" and tree.words() == ["Ms.", "Haag", "plays", "Elianti", "."]
+
+    # scripts/export.py on the run, with no flag saying it parses.
+    from transformer_tf.cli.export import main as export_main
+
+    assert export_main(["--model-dir", str(work / "model"), "--out", str(tmp_path / "auto" / "1"),
+                        "--beam-size", "1", "--no-warmup"]) == 0
+    signature = tf.saved_model.load(str(tmp_path / "auto" / "1")).signatures["serving_default"]
+    assert "tree" in signature.structured_outputs

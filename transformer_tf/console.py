@@ -12,9 +12,9 @@ its arguments, before anything imports TensorFlow. Quiet (the default), it
   `cpu_feature_guard.cc` "rebuild TensorFlow with the appropriate compiler flags"),
   "failed call to cuInit" on machines without a GPU, and sentencepiece's
   "precompiled_charsmap is empty" (logged by the tensorflow-text op each time a tokenizer
-  resource is created; that copy of sentencepiece has no public log-level switch). Every
-  other byte reaches the terminal unchanged (progress bars too: pieces ending in "\\r" are
-  passed on at once);
+  resource is created; that copy of sentencepiece has no public log-level switch), also
+  when such a line lands after a progress bar on the bar's line. Every other byte reaches
+  the terminal unchanged (progress bars too: pieces ending in "\\r" are passed on at once);
 - hides Keras' "`shuffle=True` was passed" warning (we shuffle in tf.data, on purpose) and
   its "Your input ran out of data" (said at the end of every pass over the finite
   validation set; our training data repeats), absl's INFO lines and TensorFlow's
@@ -61,6 +61,11 @@ def add_verbose_flag(parser) -> None:
                              "(start-up, devices, warnings); quiet by default")
 
 
+# A noise line that follows unterminated output on the same line: a progress bar's last
+# "\r" piece, then sentencepiece's line as the next pass's tokenizer is created.
+NOISE_TAIL = re.compile(rb"(?:" + NOISE_LINES.pattern + rb")\r?\Z")
+
+
 def is_noise(line: bytes) -> bool:
     """True for a whole stderr line (terminator removed) that quiet mode drops."""
     return NOISE_LINES.fullmatch(line.rstrip(b"\r")) is not None
@@ -70,23 +75,39 @@ def _may_become_noise(partial: bytes) -> bool:
     return any(partial.startswith(s) or s.startswith(partial) for s in NOISE_STARTS)
 
 
+def _without_noise(piece: bytes) -> bytes:
+    """A piece ending in "\n" or "\r", without the noise line it ends with (if any):
+    the whole piece, or only its tail after output that had no terminator."""
+    if not piece.endswith(b"\n"):
+        return piece
+    tail = NOISE_TAIL.search(piece[:-1])
+    return piece if tail is None else piece[:tail.start()]
+
+
+def _held_from(partial: bytes) -> int:
+    """Where the part of an unterminated piece that may still become noise begins
+    (len(partial): nothing to hold)."""
+    return next((i for i in range(len(partial)) if _may_become_noise(partial[i:])),
+                len(partial))
+
+
 def filter_stream(source, sink) -> None:
     """Copies bytes from `source` to `sink` (binary files, unbuffered), dropping the
-    `is_noise` lines; a partial line is passed on at once unless it may become noise."""
+    `is_noise` lines, also those that follow unterminated output on its line; a partial
+    line is passed on at once, except a tail that may become noise."""
     pending = b""
     while chunk := source.read(1 << 16):
         pending += chunk
         out = []
         for piece in re.split(rb"(?<=[\n\r])", pending):
             if piece.endswith((b"\n", b"\r")):
-                if not is_noise(piece.rstrip(b"\n")):
-                    out.append(piece)
+                out.append(_without_noise(piece))
                 pending = b""
             else:
                 pending = piece
-        if pending and not _may_become_noise(pending):
-            out.append(pending)
-            pending = b""
+        held = _held_from(pending)
+        out.append(pending[:held])
+        pending = pending[held:]
         sink.write(b"".join(out))
         sink.flush()
     if pending and not is_noise(pending):

@@ -27,7 +27,7 @@ from pathlib import Path
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import text_file_corpus
 from transformer_tf.data.linearise import (
-    DEFAULT_LEAVES, WORD_SLOT, check_leaves, constituent_labels, linearise, tree_symbols)
+    DEFAULT_LEAVES, WORD_SLOT, constituent_labels, linearise, tree_symbols)
 from transformer_tf.data.prepare import prepare_corpus
 from transformer_tf.data.prepared import BPE_FILE, METADATA_FILE, PreparedData, load_prepared
 from transformer_tf.data.treebank import (

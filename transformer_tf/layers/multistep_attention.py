@@ -1,6 +1,5 @@
 """ConvS2S's multi-step attention: one attention per decoder block (Gehring et al. 2017,
 section 3.3)."""
-import math
 
 import keras
 import tensorflow as tf
