@@ -123,3 +123,40 @@ def test_word_loss_any_is_refused_without_word_pieces_to_pool(vocabularies, voca
 def test_word_loss_must_be_known():
     with pytest.raises(ValueError, match="word_loss"):
         TrainingConfig(word_loss="words")
+
+
+def test_a_run_with_word_loss_any_trains_the_pooled_loss(shared_data_dir, tiny_multi30k,
+                                                          tmp_path, monkeypatch):
+    """The training driver gives the trainer the parsing vocabulary's word pieces; on
+    translation data it refuses, naming the data, before it writes anything."""
+    from transformer_tf.data.treebank_data import prepare_treebank
+    from transformer_tf.training import fit
+
+    files = sorted((shared_data_dir / "ptb_wsj_sample").glob("*.mrg"))[:14]
+    if not files:
+        pytest.skip(f"the WSJ sample is not under {shared_data_dir}")
+    treebank = tmp_path / "treebank"
+    treebank.mkdir()
+    for path in files:
+        (treebank / path.name).symlink_to(path)
+    prepared = prepare_treebank(treebank, tmp_path / "data", vocab_size=400)
+    trainers = []
+    build = fit.build_model_and_optimizer
+    monkeypatch.setattr(fit, "build_model_and_optimizer",
+                        lambda *args, **kwargs: trainers.append(build(*args, **kwargs))
+                        or trainers[-1])
+
+    def options(data_dir, model_dir):
+        return fit.TrainOptions(data_dir=str(data_dir), model_dir=str(model_dir), preset="tiny",
+                                training_overrides={"word_loss": "any"}, max_steps=1,
+                                eval_every=1, validation_sentences=0, verbose=0)
+
+    fit.train(options(prepared.directory, tmp_path / "parser"))
+    expected = pooled_ids(TrainingConfig(word_loss="any"), prepared.bpe_model_path.read_bytes(),
+                          prepared.vocab_size)
+    assert expected.sum() > 100  # the word pieces of a 400-piece vocabulary
+    np.testing.assert_array_equal(trainers[0].pooled_ids.numpy(), expected)
+
+    with pytest.raises(ValueError, match=f"word_loss 'any'.*{tiny_multi30k.directory}"):
+        fit.train(options(tiny_multi30k.directory, tmp_path / "translator"))
+    assert len(trainers) == 1 and not (tmp_path / "translator").exists()
