@@ -78,8 +78,6 @@ def _may_become_noise(partial: bytes) -> bool:
 def _without_noise(piece: bytes) -> bytes:
     """A piece ending in "\n" or "\r", without the noise line it ends with (if any):
     the whole piece, or only its tail after output that had no terminator."""
-    if not piece.endswith(b"\n"):
-        return piece
     tail = NOISE_TAIL.search(piece[:-1])
     return piece if tail is None else piece[:tail.start()]
 
