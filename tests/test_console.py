@@ -154,3 +154,5 @@ def test_noise_after_a_progress_bar_on_its_line_is_dropped_wherever_the_chunks_s
     for cut in range(1, len(stream)):
         assert _filtered([stream[:cut], stream[cut:]]) == expected, cut
     assert _filtered([bytes([b]) for b in stream]) == expected
+    # A noise line ended by "\r\n" goes too (its "\n" stays, as an empty line).
+    assert _filtered([NOISE[5].replace(b"\n", b"\r\n") + KEPT[1]]) == b"\n" + KEPT[1]
