@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from transformer_tf.config import PAD_ID
@@ -168,23 +169,24 @@ def pool_classes(labels, logits, pooled):
     order, then one class for all of it.
 
     Args:
-      labels: int32 [B, T]; logits: float [B, T, V]; pooled: bool [V] (at least one True;
-        the pad id must stay outside it, so that padding stays recognisable).
+      labels: int32 [B, T]; logits: float [B, T, V].
+      pooled: bool [V], concrete (a NumPy array or an eager tensor: the class layout is
+        fixed when the step is traced, so XLA sees static shapes); at least one True, and
+        the pad id outside it, so that padding stays recognisable.
 
     Returns:
       (labels int32 [B, T], logits float32 [B, T, C]), C = V - |pooled| + 1; the class
       logits' log-softmax is log p(v) for a kept id and log sum_{v pooled} p(v) for the
       pooled class, p = softmax(logits). A pad label maps to the pad id's class.
     """
-    pooled = tf.convert_to_tensor(pooled, tf.bool)
+    pooled = np.asarray(pooled, bool)
+    kept_ids = np.flatnonzero(~pooled).astype(np.int32)  # [C - 1]
+    # Class of each id: its rank among the kept ids, or C - 1 for a pooled id.
+    class_of_id = np.where(pooled, len(kept_ids), np.cumsum(~pooled) - 1).astype(np.int32)
     logits = tf.cast(logits, tf.float32)
-    kept_ids = tf.cast(tf.reshape(tf.where(~pooled), [-1]), tf.int32)  # [C - 1]
     kept = tf.gather(logits, kept_ids, axis=-1)  # [B, T, C - 1]
     any_pooled = tf.reduce_logsumexp(
         tf.where(pooled, logits, float("-inf")), axis=-1, keepdims=True)  # [B, T, 1]
-    # Class of each id: its rank among the kept ids, or C - 1 for a pooled id.
-    class_of_id = tf.where(pooled, tf.shape(kept_ids)[0],
-                           tf.cumsum(tf.cast(~pooled, tf.int32)) - 1)
     return tf.gather(class_of_id, labels), tf.concat([kept, any_pooled], axis=-1)
 
 
@@ -197,7 +199,8 @@ def token_loss_sums(labels, logits, label_smoothing: float = 0.1,
       logits: float tensor [B, T, V] (computed in float32).
       label_smoothing: eps, as in `label_smoothed_cross_entropy`.
       pad_id: padding id.
-      pooled: None, or bool [V]: ids scored as one class (module doc; `pool_classes`).
+      pooled: None, or bool [V], concrete: ids scored as one class (module doc;
+        `pool_classes`).
         Then nll is -log of the class's probability and a prediction is correct when the
         argmax class is the label's.
 

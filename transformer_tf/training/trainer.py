@@ -21,6 +21,7 @@ layout is the model's own and inference never needs the trainer.
 from __future__ import annotations
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from transformer_tf.training import keras_workarounds
@@ -61,7 +62,7 @@ class Seq2SeqTrainer(keras_workarounds.MultiWorkerFitMixin, keras.Model):
         self.network = network
         self.label_smoothing = float(label_smoothing)
         self.accumulation_steps = int(accumulation_steps)
-        self.pooled_ids = None if pooled_ids is None else tf.constant(pooled_ids, tf.bool)
+        self.pooled_ids = None if pooled_ids is None else np.asarray(pooled_ids, bool)
         self.loss_metric = TokenMean(name="loss")
         self.nll_metric = TokenMean(name="nll")
         self.accuracy_metric = TokenAccuracy(name="token_accuracy")
