@@ -200,9 +200,8 @@ def token_loss_sums(labels, logits, label_smoothing: float = 0.1,
       label_smoothing: eps, as in `label_smoothed_cross_entropy`.
       pad_id: padding id.
       pooled: None, or bool [V], concrete: ids scored as one class (module doc;
-        `pool_classes`).
-        Then nll is -log of the class's probability and a prediction is correct when the
-        argmax class is the label's.
+        `pool_classes`); then nll is -log of the class's probability and a prediction is
+        correct when the argmax class is the label's.
 
     Returns:
       A `TokenLossSums` of float32 scalars (sums over real tokens and their count).
