@@ -5,8 +5,13 @@ bracketing recall, precision, F1, complete match, average crossing and tagging a
 for all sentences and for those of at most 40 words, and lists the error sentences
 (length or word mismatches, unreadable trees), which are left out of the scores.
 
-Example:
+With --against OTHER (a second parser's trees of the same sentences), also compares the
+two by a paired bootstrap over sentences: the difference in F1 (TEST - OTHER), its 95%
+interval, and how often each parser is ahead when the sentences are drawn again.
+
+Examples:
   python scripts/evalb.py runs/ptb_parsing/data/test.gold runs/ptb_parsing/test.trees
+  python scripts/evalb.py runs/a/data/valid.gold runs/a/valid.trees --against runs/b/valid.trees
 """
 import argparse
 import json
@@ -20,6 +25,13 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("gold", help="gold trees, one per line")
     parser.add_argument("test", help="parser output trees, one per line")
+    parser.add_argument("--against", metavar="OTHER",
+                        help="a second parser's trees of the same sentences: compare TEST "
+                             "with them by paired bootstrap")
+    parser.add_argument("--samples", type=int, default=1000,
+                        help="bootstrap samples for --against (default 1000)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="random seed of the bootstrap draws (default 0)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
@@ -30,24 +42,50 @@ def main(argv=None):
 def _run(parser, args) -> int:
 
     from transformer_tf.evaluation.evalb import evalb
+    from transformer_tf.evaluation.paired_bootstrap import paired_bootstrap
 
+    if args.against is not None and args.samples < 1:
+        parser.error(f"--samples must be at least 1, got {args.samples}")
     try:
-        with open(args.gold, encoding="utf-8") as f:
-            gold = f.read().splitlines()
-        with open(args.test, encoding="utf-8") as f:
-            test = f.read().splitlines()
-        report = evalb(gold, test)
+        gold = _read_lines(args.gold)
+        test = _read_lines(args.test)
+        other = _read_lines(args.against) if args.against is not None else None
     except (OSError, UnicodeDecodeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    try:
+        report = evalb(gold, test)
     except ValueError as error:
         print(f"error: {args.gold} and {args.test}: {error}", file=sys.stderr)
         return 2
+    comparison = None
+    if other is not None:
+        try:
+            other_report = evalb(gold, other)
+        except ValueError as error:
+            print(f"error: {args.gold} and {args.against}: {error}", file=sys.stderr)
+            return 2
+        comparison = paired_bootstrap(report.sentences, other_report.sentences,
+                                      samples=args.samples, seed=args.seed)
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
-    else:
-        print(report.format_text())
-        for line, message in report.errors():
-            print(f"error line {line}: {message}")
+        result = report.as_dict()
+        if comparison is not None:
+            result["against"] = {"file": args.against, "report": other_report.as_dict(),
+                                 "paired_bootstrap": comparison.as_dict()}
+        print(json.dumps(result, indent=2))
+        return 0
+    print(report.format_text())
+    for line, message in report.errors():
+        print(f"error line {line}: {message}")
+    if comparison is not None:
+        print(f"-- against {args.against} --")
+        for line, message in other_report.errors():
+            print(f"error line {line} of {args.against}: {message}")
+        print(comparison.format_text("TEST", "OTHER"))
     return 0
+
+
+def _read_lines(path) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
 
