@@ -107,6 +107,14 @@ class ModelConfig(_Serialisable):
       attention_window: restricted self-attention (Table 1, section 4): a position attends
         only to the positions within this many steps of it (encoder: both sides; decoder:
         earlier ones); None attends to the whole sequence (the paper's models).
+      source_cursor: each decoder input also gets a learned projection of the encoder
+        output at a cursor: the source position after as many tokens as the decoder's
+        input so far holds tokens that occur in its source row (BOS and tokens absent
+        from the source do not move it; clipped to the source's last token). For outputs
+        that copy the source in order around tokens of their own (parsing with `words`
+        leaves, whose bracket tokens never occur in a sentence), the cursor is the next
+        word to place, as in deterministic-attention parsers (Ma et al. 2017). Needs one
+        vocabulary for source and target. Off in the paper's models.
     """
 
     vocab_size: int = 37000
@@ -128,6 +136,7 @@ class ModelConfig(_Serialisable):
     layer_norm_epsilon: float = 1e-6
     scale_embeddings: bool = True
     attention_window: int | None = None
+    source_cursor: bool = False
 
     def __post_init__(self):
         def positive_int(name):
@@ -187,6 +196,12 @@ class ModelConfig(_Serialisable):
                 f"vocab_size={self.vocab_size} and target_vocab_size={self.target_vocab_size}",
             )
         _check(self.layer_norm_epsilon > 0, "layer_norm_epsilon", "must be positive")
+        _check(
+            not self.source_cursor or self.resolved_target_vocab_size == self.vocab_size,
+            "source_cursor",
+            "compares target tokens with source tokens, so it needs one vocabulary, but "
+            f"vocab_size={self.vocab_size} and target_vocab_size={self.target_vocab_size}",
+        )
 
     # Resolved values: the defaults the paper implies.
     @property

@@ -26,10 +26,11 @@ def _sources(seed=0) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)  # one model per size, shared: decoding changes nothing
-def _transformer(max_position=64):
+def _transformer(max_position=64, source_cursor=False):
     tf.keras.utils.set_random_seed(11)
     model = Transformer(ModelConfig(vocab_size=40, num_layers=2, d_model=24, d_ff=48,
-                                    num_heads=4, max_position=max_position, dropout=0.0))
+                                    num_heads=4, max_position=max_position, dropout=0.0,
+                                    source_cursor=source_cursor))
     model.build()
     # Make EOS likely enough that the rows end at different steps.
     bias = model.source_embedding.embeddings
@@ -74,6 +75,21 @@ def test_each_row_gets_what_it_gets_alone(beam_size, n_best, chunk_size, stoppin
     _assert_same_as_alone(result, _row_by_row(model, 0, decoding, n_best))
     lengths = result.lengths.numpy()[:, 0]
     assert len(set(lengths.tolist())) > 2  # the rows really ended at different steps
+
+
+@pytest.mark.parametrize("chunk_size", [4, 64])
+def test_a_source_cursor_model_gets_what_it_gets_alone(chunk_size):
+    """The cursor is per-beam state: reordered with the beams, dropped with finished
+    sentences, and encoded in groups padded to their own length."""
+    model = _transformer(source_cursor=True)
+    sources = _sources()
+    decoding = DecodingConfig(beam_size=3, alpha=0.6, max_extra_length=6)
+    result = search_model_by_length(model, tf.constant(sources), decoding, chunk_size,
+                                    n_best=2, encode_rows=4)
+    _assert_same_as_alone(result, _row_by_row(model, 0, decoding, 2))
+    copied = [np.isin(ids[ids > EOS_ID], source[source > EOS_ID]).sum()
+              for ids, source in zip(result.ids.numpy()[:, 0], sources)]
+    assert sum(copied) > 3  # outputs hold source tokens: the cursor moved
 
 
 def test_chunks_in_a_tf_function_with_unknown_batch_and_length():

@@ -132,7 +132,7 @@ def test_mixed_precision_cached_decoding_reproduces_teacher_forcing(policy):
     def decode_all(source, target):
         state = model.init_cache(model.encode(source), max_length=10)
         # The caches and prepared weights are kept in the compute dtype (half the memory).
-        assert state.per_beam[0]["self_key"].dtype == dtype
+        assert state.per_beam["layers"][0]["self_key"].dtype == dtype
         assert state.per_sentence["layers"][0]["cross_value"].dtype == dtype
         assert state.constants["output_kernel"].dtype == dtype
         steps = []

@@ -13,7 +13,7 @@ from transformer_tf.layers.encoder_layer import EncoderLayer
 from transformer_tf.layers.feed_forward import PositionwiseFeedForward
 from transformer_tf.layers.residual import ResidualConnection
 from transformer_tf.layers.shared_embedding import SharedEmbedding
-from transformer_tf.models.transformer import Transformer
+from transformer_tf.models.transformer import Transformer, cursor_positions, tokens_in_source
 
 SMALL = ModelConfig(vocab_size=40, num_layers=3, d_model=24, d_ff=40, num_heads=4, max_position=64)
 VARIANTS = {
@@ -22,6 +22,7 @@ VARIANTS = {
                                       embedding_sharing="none", target_vocab_size=33),
     "target_sharing_kv_dims": dict(embedding_sharing="target", target_vocab_size=35,
                                    key_dim=5, value_dim=7, num_decoder_layers=2),
+    "source_cursor": dict(source_cursor=True),
 }
 
 
@@ -127,15 +128,16 @@ def test_cached_decoding_reproduces_teacher_forced_logits(variant, cache_length)
         np.testing.assert_allclose(cached[b, :length], full[b, :length], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("beam_size", [1, 3])
-def test_growing_and_fixed_caches_find_the_same_hypotheses(beam_size):
+@pytest.mark.parametrize("beam_size,variant", [(1, "paper"), (3, "paper"),
+                                                (3, "source_cursor")])
+def test_growing_and_fixed_caches_find_the_same_hypotheses(beam_size, variant):
     """The searches with a growing cache (search_model's) and with a fixed one of the
     longest output's size (as under XLA) give the same ids and scores."""
     from transformer_tf.config import DecodingConfig
     from transformer_tf.decoding.model_search import search_model, search_with_lengths
 
     rng = np.random.default_rng(8)
-    model = Transformer(SMALL)
+    model = Transformer(SMALL.replace(**VARIANTS[variant]))
     model.build()
     source, _ = random_batch(rng, SMALL, [9, 3, 6, 1], [2, 2, 2, 2])
     decoding = DecodingConfig(beam_size=beam_size, alpha=0.6, max_extra_length=5)
@@ -147,6 +149,49 @@ def test_growing_and_fixed_caches_find_the_same_hypotheses(beam_size):
     np.testing.assert_array_equal(grown.ids, fixed.ids)
     np.testing.assert_allclose(grown.scores, fixed.scores, rtol=1e-5, atol=1e-6)
     assert int(grown.num_steps) == int(fixed.num_steps)
+
+
+def test_source_cursor_counts_target_tokens_found_in_the_source():
+    # source: 7 8 9 EOS PAD; the target copies 7, 8, 9 around tokens of its own (20, 21)
+    source = tf.constant([[7, 8, 9, 3, PAD_ID]])
+    target = tf.constant([[BOS_ID, 20, 7, 21, 8, 9, 22, PAD_ID]])
+    found = tokens_in_source(target, source).numpy()
+    np.testing.assert_array_equal(found, [[0, 0, 1, 0, 1, 1, 0, 0]])  # PAD matches nothing
+    valid = tf.constant([[True, True, True, True, False]])
+    cursor = cursor_positions(tf.cumsum(found, axis=1), valid).numpy()
+    np.testing.assert_array_equal(cursor, [[0, 0, 1, 1, 2, 3, 3, 3]])
+    # past the last real token (EOS, position 3) the cursor stays there
+    np.testing.assert_array_equal(cursor_positions(tf.constant([[5]]), valid), [[3]])
+
+
+def test_source_cursor_adds_the_encoder_output_under_the_cursor():
+    """decoder_inputs = embedding + position + W_c encoder_output[cursor], the cursor
+    counted here by a plain loop over the tokens."""
+    rng = np.random.default_rng(9)
+    config = SMALL.replace(source_cursor=True)
+    model = Transformer(config)
+    source, target = random_batch(rng, config, [6, 3], [8, 6])
+    target[0, 2], target[0, 5], target[1, 3] = source[0, 1], source[0, 4], source[1, 0]
+    encoded = model.encode(tf.constant(source))
+    got = model.decoder_inputs(tf.constant(target), encoded).numpy()
+    embedded = model.target_embedding(target)
+    plain = (embedded + model.target_positions(embedded)).numpy()
+    encoder_output = encoded[0].numpy()
+    kernel = model.cursor_projection.kernel.numpy()
+    for b in range(2):
+        last = int((source[b] != PAD_ID).sum()) - 1
+        count = 0
+        for t in range(target.shape[1]):
+            if target[b, t] != PAD_ID and target[b, t] in source[b][source[b] != PAD_ID]:
+                count += 1
+            expected = plain[b, t] + encoder_output[b, min(count, last)] @ kernel
+            np.testing.assert_allclose(got[b, t], expected, atol=1e-5)
+    assert count > 0 and np.abs(kernel).max() > 0
+
+
+def test_source_cursor_needs_one_vocabulary():
+    with pytest.raises(ValueError, match="source_cursor"):
+        SMALL.replace(source_cursor=True, embedding_sharing="none", target_vocab_size=33)
 
 
 def test_dropout_is_active_only_in_training():

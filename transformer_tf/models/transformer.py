@@ -95,6 +95,12 @@ class Transformer(Seq2SeqModel):
             setattr(self, f"encoder_layer_{i}", EncoderLayer(**layer_args, name=f"encoder_layer_{i}"))
         for i in range(c.resolved_num_decoder_layers):
             setattr(self, f"decoder_layer_{i}", DecoderLayer(**layer_args, name=f"decoder_layer_{i}"))
+        # The source cursor's input (ModelConfig.source_cursor): a projection of the
+        # encoder output at the next source token to copy.
+        self.cursor_projection = None
+        if c.source_cursor:
+            self.cursor_projection = keras.layers.Dense(
+                c.d_model, use_bias=False, name="cursor_projection", dtype=policy)
         # Pre-norm stacks end with a LayerNorm (their residual stream is never normalised).
         self.encoder_final_norm = self.decoder_final_norm = None
         if c.norm_position == "pre":
@@ -123,9 +129,9 @@ class Transformer(Seq2SeqModel):
             positions.build(hidden)
         for layer in self.encoder_layers + self.decoder_layers:
             layer.build(hidden)
-        for norm in (self.encoder_final_norm, self.decoder_final_norm):
-            if norm is not None:
-                norm.build(hidden)
+        for layer in (self.encoder_final_norm, self.decoder_final_norm, self.cursor_projection):
+            if layer is not None:
+                layer.build(hidden)
         self.built = True
 
     # ------------------------------------------------------------------ contract sizes
@@ -137,8 +143,8 @@ class Transformer(Seq2SeqModel):
     # ------------------------------------------------------------------ training pass
     def call(self, inputs, training=None):
         source_ids, target_input_ids = self.check_inputs(inputs)
-        encoder_output, source_valid = self.encode(source_ids, training=training)
-        return self.decode(target_input_ids, encoder_output, source_valid, training=training)
+        return self.decode(target_input_ids, *self.encode(source_ids, training=training),
+                           training=training)
 
     def encode(self, source_ids, training=False):
         """Encoder stack.
@@ -148,22 +154,29 @@ class Transformer(Seq2SeqModel):
 
         Returns:
           (encoder_output [batch, source_length, d_model], source_valid bool
-          [batch, source_length] True at real tokens).
+          [batch, source_length] True at real tokens), and with `source_cursor` also
+          source_ids int32 [batch, source_length] (the cursor compares tokens with them).
         """
-        return self._encoder_stack(source_ids, training)
+        encoder_output, source_valid = self._encoder_stack(source_ids, training)
+        if self.config.source_cursor:
+            return encoder_output, source_valid, tf.cast(source_ids, tf.int32)
+        return encoder_output, source_valid
 
-    def decode(self, target_input_ids, encoder_output, source_valid, training=False):
+    def decode(self, target_input_ids, encoder_output, source_valid, source_ids=None,
+               training=False):
         """Decoder stack over a whole target prefix (teacher forcing).
 
         Args:
           target_input_ids: int [batch, target_length].
           encoder_output: [batch, source_length, d_model].
           source_valid: bool [batch, source_length].
+          source_ids: int [batch, source_length]; needed with `source_cursor` only.
 
         Returns:
           float32 logits [batch, target_length, target_vocab_size].
         """
-        return self._decoder_stack(target_input_ids, encoder_output, source_valid, training)
+        return self._decoder_stack(target_input_ids, (encoder_output, source_valid, source_ids),
+                                   training)
 
     def attention_weights(self, source_ids, target_input_ids):
         """Attention probabilities of one teacher-forced pass without dropout (see
@@ -173,7 +186,8 @@ class Transformer(Seq2SeqModel):
         source_ids, target_input_ids = self.check_inputs((source_ids, target_input_ids))
         weights = {"encoder": [], "decoder": [], "cross": []}
         encoder_output, source_valid = self._encoder_stack(source_ids, False, weights)
-        self._decoder_stack(target_input_ids, encoder_output, source_valid, False, weights)
+        self._decoder_stack(target_input_ids, (encoder_output, source_valid, source_ids),
+                            False, weights)
         return weights
 
     def _encoder_stack(self, source_ids, training, weights=None):
@@ -195,13 +209,14 @@ class Transformer(Seq2SeqModel):
             x = self.encoder_final_norm(x)
         return x, source_valid
 
-    def _decoder_stack(self, target_input_ids, encoder_output, source_valid, training,
-                       weights=None):
-        """`decode`; with a `weights` dict, each layer's self- and encoder-decoder
-        attention weights are also appended to weights["decoder"] and weights["cross"]."""
+    def _decoder_stack(self, target_input_ids, encoded, training, weights=None):
+        """`decode` of (encoder_output, source_valid, source_ids); with a `weights` dict,
+        each layer's self- and encoder-decoder attention weights are also appended to
+        weights["decoder"] and weights["cross"]."""
+        encoder_output, source_valid, _ = encoded
         target_valid = padding_mask(target_input_ids, PAD_ID)
-        x = self.target_embedding(target_input_ids)
-        x = self.target_dropout(x + self.target_positions(x), training=training)
+        x = self.target_dropout(self.decoder_inputs(target_input_ids, encoded),
+                                training=training)
         self_mask = attention_mask(target_valid, target_valid, causal=True,
                                    window=self.config.attention_window)
         cross_mask = source_valid[:, None, :]  # (batch, 1, source)
@@ -215,6 +230,30 @@ class Transformer(Seq2SeqModel):
                     weights[kind].append(value)
         return self._logits(x)
 
+    def decoder_inputs(self, target_input_ids, encoded):
+        """The decoder stack's input before dropout: target embeddings + positions, and
+        with `source_cursor` the cursor projection of the encoder output at each
+        position's cursor.
+
+        Args:
+          target_input_ids: int [batch, target_length].
+          encoded: (encoder_output, source_valid, source_ids or None).
+
+        Returns:
+          [batch, target_length, d_model].
+        """
+        encoder_output, source_valid, source_ids = encoded
+        x = self.target_embedding(target_input_ids)
+        x = x + self.target_positions(x)
+        if self.cursor_projection is None:
+            return x
+        if source_ids is None:
+            raise ValueError("a model with source_cursor decodes with the source ids "
+                             "(decode(..., source_ids=...))")
+        in_source = tokens_in_source(target_input_ids, source_ids)
+        cursor = cursor_positions(tf.cumsum(in_source, axis=1), source_valid)
+        return x + self.cursor_projection(tf.gather(encoder_output, cursor, batch_dims=1))
+
     def _logits(self, x, output_kernel=None):
         if self.decoder_final_norm is not None:
             x = self.decoder_final_norm(x)
@@ -225,7 +264,7 @@ class Transformer(Seq2SeqModel):
         """The decoding state for outputs of at most `max_length` target positions.
 
         Args:
-          encoded: `encode`'s (encoder_output, source_valid).
+          encoded: `encode`'s (encoder_output, source_valid[, source_ids]).
           max_length: int scalar, positions of the self-attention caches; None: caches
             that start empty and grow by one position per step (`per_beam_grows`; graph
             mode: a step then costs its own length, not max_length).
@@ -235,12 +274,16 @@ class Transformer(Seq2SeqModel):
             per_sentence: {"source_valid": bool [batch, source_length], "layers": per
               decoder layer {"cross_key", "cross_value"} [batch, heads, source_length,
               d_k|d_v]} (the encoder keys/values, computed once);
-            per_beam: per decoder layer {"self_key", "self_value"} zeros [batch, heads,
-              max_length (or 0), d_k|d_v];
+            per_beam: {"layers": per decoder layer {"self_key", "self_value"} zeros [batch,
+              heads, max_length (or 0), d_k|d_v]}; with `source_cursor` also "cursor"
+              int32 [batch], the tokens so far that occur in the source (zeros);
             constants: {"output_kernel": [d_model, vocab]}, the output projection's W^T
               prepared once per search (TF would otherwise redo it at every step).
+            With `source_cursor`, per_sentence also holds "source_ids" int32 [batch,
+            source_length] and "cursor_memory" [batch, source_length, d_model] (the
+            cursor projection of every encoder output, computed once).
         """
-        encoder_output, source_valid = encoded
+        encoder_output, source_valid = encoded[:2]
         batch_size = tf.shape(encoder_output)[0]
         cross, own = [], []
         grows = max_length is None
@@ -250,9 +293,15 @@ class Transformer(Seq2SeqModel):
             cross_key, cross_value = layer.cross_attention.project_key_value(encoder_output)
             cross.append({"cross_key": cross_key, "cross_value": cross_value})
             own.append({"self_key": self_key, "self_value": self_value})
+        per_sentence = {"source_valid": source_valid, "layers": cross}
+        per_beam = {"layers": own}
+        if self.cursor_projection is not None:
+            per_sentence["source_ids"] = encoded[2]
+            per_sentence["cursor_memory"] = self.cursor_projection(encoder_output)
+            per_beam["cursor"] = tf.zeros([batch_size], tf.int32)
         return DecoderState(
-            per_sentence={"source_valid": source_valid, "layers": cross},
-            per_beam=own,
+            per_sentence=per_sentence,
+            per_beam=per_beam,
             constants={"output_kernel": self.output_projection.output_kernel()},
             per_beam_grows=grows)
 
@@ -271,21 +320,47 @@ class Transformer(Seq2SeqModel):
         ids = tf.cast(ids, tf.int32)[:, None]  # (batch, 1)
         x = self.target_embedding(ids)
         x = x + self.target_positions(x, offset=step)
+        new_per_beam = {}
+        if self.cursor_projection is not None:
+            source = state.per_sentence
+            count = state.per_beam["cursor"] + tokens_in_source(ids, source["source_ids"])[:, 0]
+            cursor = cursor_positions(count[:, None], source["source_valid"])  # (batch, 1)
+            x = x + tf.gather(source["cursor_memory"], cursor, batch_dims=1)
+            new_per_beam["cursor"] = count
         # Keys at positions 0..step exist; (1, 1, key_length) broadcasts over the batch.
         if state.per_beam_grows:  # the cache will hold exactly positions 0..step
             key_length = step + 1
         else:
-            key_length = tf.shape(state.per_beam[0]["self_key"])[2]
+            key_length = tf.shape(state.per_beam["layers"][0]["self_key"])[2]
         self_mask = tf.range(key_length) <= step
         if self.config.attention_window is not None:
             self_mask &= tf.range(key_length) >= step - self.config.attention_window
         self_mask = self_mask[None, None, :]
         cross_mask = state.per_sentence["source_valid"][:, None, :]
-        new_per_beam = []
+        new_layers = []
         for layer, cross, own in zip(self.decoder_layers, state.per_sentence["layers"],
-                                     state.per_beam):
+                                     state.per_beam["layers"]):
             x, layer_cache = layer(x, None, self_mask, cross_mask, cache={**cross, **own},
                                    step=step, grow_cache=state.per_beam_grows)
-            new_per_beam.append({k: layer_cache[k] for k in own})
+            new_layers.append({k: layer_cache[k] for k in own})
+        new_per_beam["layers"] = new_layers
         logits = self._logits(x, state.constants["output_kernel"])[:, 0, :]
         return logits, state._replace(per_beam=new_per_beam)
+
+
+def tokens_in_source(target_ids, source_ids) -> tf.Tensor:
+    """int32 [batch, target_length]: 1 where a target token occurs among its row's real
+    (non-PAD) source tokens, else 0. (batch, target_length) and (batch, source_length)."""
+    target_ids = tf.cast(target_ids, tf.int32)
+    source_ids = tf.cast(source_ids, tf.int32)
+    same = tf.equal(target_ids[:, :, None], source_ids[:, None, :])
+    same &= tf.not_equal(source_ids, PAD_ID)[:, None, :]
+    return tf.cast(tf.reduce_any(same, axis=-1), tf.int32)
+
+
+def cursor_positions(counts, source_valid) -> tf.Tensor:
+    """int32 [batch, length]: the source position after `counts` copied tokens, clipped
+    to the last real source token. counts int32 [batch, length]; source_valid bool
+    [batch, source_length]."""
+    last = tf.reduce_sum(tf.cast(source_valid, tf.int32), axis=1, keepdims=True) - 1
+    return tf.minimum(counts, tf.maximum(last, 0))
