@@ -25,7 +25,8 @@ by weight, so nothing depends on a converter for another toolkit. What is mapped
                                            pieces + </s>, as ours)
 
 Not convertible (clear error): other model families (ConvS2S), restricted self-attention
-(`attention_window`), and d_k != d_v (CT2 has one head size).
+(`attention_window`), the source cursor (`source_cursor`, a parsing option) and d_k != d_v
+(CT2 has one head size).
 
 The export directory holds CT2's model.bin, config.json, shared_vocabulary.json, plus
 bpe.model (the run's sentencepiece model) and transformer_tf.json (our decoding settings and
@@ -94,6 +95,10 @@ def check_convertible(family: str, config) -> None:
         raise ValueError(
             f"attention_window={config.attention_window}: CTranslate2 has no restricted "
             "self-attention over a window in encoder-decoder models")
+    if getattr(config, "source_cursor", False):
+        raise ValueError(
+            "source_cursor=True: CTranslate2's decoder has no input from the encoder output "
+            "at a cursor; serve this model with its SavedModel")
     if config.resolved_key_dim != config.resolved_value_dim:
         raise ValueError(
             f"key_dim={config.resolved_key_dim} != value_dim={config.resolved_value_dim}: "
