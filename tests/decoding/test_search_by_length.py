@@ -77,15 +77,19 @@ def test_each_row_gets_what_it_gets_alone(beam_size, n_best, chunk_size, stoppin
     assert len(set(lengths.tolist())) > 2  # the rows really ended at different steps
 
 
-@pytest.mark.parametrize("chunk_size", [4, 64])
-def test_a_source_cursor_model_gets_what_it_gets_alone(chunk_size):
+@pytest.mark.parametrize("chunk_size,xla", [(64, False), (4, True)])
+def test_a_source_cursor_model_gets_what_it_gets_alone(chunk_size, xla):
     """The cursor is per-beam state: reordered with the beams, dropped with finished
-    sentences, and encoded in groups padded to their own length."""
+    sentences (one compacting chunk, its rows encoded in groups padded to their own
+    length), and carried with fixed shapes under XLA (chunks of 4, padded buckets)."""
     model = _transformer(source_cursor=True)
     sources = _sources()
     decoding = DecodingConfig(beam_size=3, alpha=0.6, max_extra_length=6)
-    result = search_model_by_length(model, tf.constant(sources), decoding, chunk_size,
-                                    n_best=2, encode_rows=4)
+    search = tf.function(
+        lambda ids: search_model_by_length(model, ids, decoding, chunk_size, n_best=2,
+                                           encode_rows=4, jit_compile=xla),
+        input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    result = search(tf.constant(sources))
     _assert_same_as_alone(result, _row_by_row(model, 0, decoding, 2))
     copied = [np.isin(ids[ids > EOS_ID], source[source > EOS_ID]).sum()
               for ids, source in zip(result.ids.numpy()[:, 0], sources)]
