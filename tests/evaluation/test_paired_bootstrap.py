@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from transformer_tf.cli import evalb as evalb_cli
-from transformer_tf.evaluation.evalb import SentenceScore, evalb
-from transformer_tf.evaluation.paired_bootstrap import corpus_f1, draw_counts, paired_bootstrap
+from transformer_tf.evaluation.evalb import SentenceScore, bracket_f1, evalb
+from transformer_tf.evaluation.paired_bootstrap import draw_counts, paired_bootstrap
 
 GOLD = [
     "(TOP (S (NP (DT the) (NN cat)) (VP (VBD sat)) (. .)))",
@@ -45,11 +45,11 @@ def test_full_sample_f1_is_evalbs_including_error_sentences():
     assert result.f1_a == pytest.approx(200 * 7 / 19)
 
 
-def test_corpus_f1_is_the_harmonic_mean_of_precision_and_recall():
+def test_bracket_f1_is_the_harmonic_mean_of_precision_and_recall():
     precision, recall = 3 / 7, 3 / 5
-    assert corpus_f1(3, 5, 7) == pytest.approx(100 * 2 * precision * recall / (precision + recall))
-    assert corpus_f1(0, 4, 2) == 0.0
-    assert corpus_f1(0, 0, 0) == 0.0
+    assert bracket_f1(3, 5, 7) == pytest.approx(100 * 2 * precision * recall / (precision + recall))
+    assert bracket_f1(0, 4, 2) == 0.0
+    assert bracket_f1(0, 0, 0) == 0.0
 
 
 def test_identical_parsers_never_differ():
@@ -74,7 +74,7 @@ def exact_differences(counts_a, counts_b):
     for draw in itertools.product(range(n), repeat=n):
         totals_a = np.sum([counts_a[i] for i in draw], axis=0)
         totals_b = np.sum([counts_b[i] for i in draw], axis=0)
-        out.append(float(corpus_f1(*totals_a) - corpus_f1(*totals_b)))
+        out.append(float(bracket_f1(*totals_a) - bracket_f1(*totals_b)))
     return np.array(out)
 
 

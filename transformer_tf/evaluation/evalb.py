@@ -29,6 +29,8 @@ import dataclasses
 import re
 from typing import Sequence
 
+import numpy as np
+
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
@@ -193,6 +195,15 @@ class EvalbSummary:
         return dataclasses.asdict(self)
 
 
+def bracket_f1(matched, gold, test):
+    """Labelled bracketing F1 in percent from bracket totals (scalars or NumPy arrays of
+    any shape): 2PR / (P + R) with P = matched / test and R = matched / gold, which is
+    200 * matched / (gold + test); 0 where there is no bracket or no match."""
+    matched, gold, test = (np.asarray(x, dtype=np.float64) for x in (matched, gold, test))
+    denominator = gold + test
+    return np.where(denominator > 0, 200.0 * matched / np.maximum(denominator, 1), 0.0)
+
+
 def summarise(scores: Sequence[SentenceScore]) -> EvalbSummary:
     valid = [s for s in scores if s.status == "ok"]
     matched = sum(s.matched for s in valid)
@@ -201,7 +212,7 @@ def summarise(scores: Sequence[SentenceScore]) -> EvalbSummary:
     words = sum(s.words for s in valid)
     recall = 100.0 * matched / gold if gold else 0.0
     precision = 100.0 * matched / test if test else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    f1 = float(bracket_f1(matched, gold, test))
     complete = sum(s.gold_brackets == s.test_brackets == s.matched for s in valid)
     return EvalbSummary(
         sentences=len(scores), error_sentences=sum(s.status == "error" for s in scores),

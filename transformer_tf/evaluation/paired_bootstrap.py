@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from transformer_tf.evaluation.evalb import SentenceScore
+from transformer_tf.evaluation.evalb import SentenceScore, bracket_f1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,17 +54,6 @@ def _counts(scores: Sequence[SentenceScore]) -> np.ndarray:
                      else [0, 0, 0] for s in scores], dtype=np.int64).T
 
 
-def corpus_f1(matched, gold, test) -> np.ndarray:
-    """EVALB's F1 in percent from bracket totals (arrays of any shape); 0 where precision
-    and recall are both 0, as `evalb.summarise` does."""
-    matched, gold, test = (np.asarray(x, dtype=np.float64) for x in (matched, gold, test))
-    denominator = gold + test
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # 2PR / (P + R) with P = m / t and R = m / g is 2m / (g + t)
-        f1 = np.where(denominator > 0, 200.0 * matched / denominator, 0.0)
-    return f1
-
-
 def draw_counts(sentences: int, samples: int, seed: int) -> np.ndarray:
     """[samples, sentences] int64: how often each sentence is drawn in each bootstrap
     sample (each row a multinomial draw of `sentences` sentences, equally likely)."""
@@ -91,11 +80,11 @@ def paired_bootstrap(scores_a: Sequence[SentenceScore], scores_b: Sequence[Sente
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     counts_a, counts_b = _counts(scores_a), _counts(scores_b)
-    f1_a = float(corpus_f1(*counts_a.sum(axis=1)))
-    f1_b = float(corpus_f1(*counts_b.sum(axis=1)))
+    f1_a = float(bracket_f1(*counts_a.sum(axis=1)))
+    f1_b = float(bracket_f1(*counts_b.sum(axis=1)))
     draws = draw_counts(len(scores_a), samples, seed)
-    drawn_a = corpus_f1(*(draws @ counts_a.T).T)  # [samples]
-    drawn_b = corpus_f1(*(draws @ counts_b.T).T)
+    drawn_a = bracket_f1(*(draws @ counts_a.T).T)  # [samples]
+    drawn_b = bracket_f1(*(draws @ counts_b.T).T)
     differences = drawn_a - drawn_b
     tail = 100.0 * (1.0 - confidence) / 2.0
     low, high = np.percentile(differences, [tail, 100.0 - tail])
