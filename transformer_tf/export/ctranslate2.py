@@ -95,7 +95,7 @@ def check_convertible(family: str, config) -> None:
         raise ValueError(
             f"attention_window={config.attention_window}: CTranslate2 has no restricted "
             "self-attention over a window in encoder-decoder models")
-    if getattr(config, "source_cursor", False):
+    if config.source_cursor:
         raise ValueError(
             "source_cursor=True: CTranslate2's decoder has no input from the encoder output "
             "at a cursor; serve this model with its SavedModel")
