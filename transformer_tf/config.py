@@ -426,6 +426,12 @@ class DecodingConfig(_Serialisable):
         64 (one sorted chunk for batches up to 64) matched the whole batch at batches of
         8 and 64 and beat chunks of 16 by 5-16% (bench/README.md); a cap keeps the memory
         of very large requests bounded. 0 searches a batch as it comes.
+      lanes: N > 1 deals a request's rows, sorted by source length, into N searches
+        that run at the same time when TensorFlow's inter-op pool has N threads
+        (`decoding.model_search.search_in_lanes`): the same outputs. For CPU serving,
+        one lane per core with intra-op 1 and inter-op N threads; on a 2-core CPU, 2
+        lanes served a batch of 64 faster than 1 lane with intra-op 2 (bench/README.md,
+        "Lanes"). 1 (one search) for GPUs.
       xla: compile each chunk's search with XLA, for a fixed set of shapes (chunk sizes,
         source lengths in steps of 8); needs chunk_size > 0.
       grammar: what every output must be. "none": any sequence; "tree": a linearised
@@ -443,6 +449,7 @@ class DecodingConfig(_Serialisable):
     alpha: float = 0.6
     max_extra_length: int = 50
     chunk_size: int = 64
+    lanes: int = 1
     xla: bool = False
     grammar: str = "none"
     stopping: str = "exact"
@@ -455,6 +462,8 @@ class DecodingConfig(_Serialisable):
                "max_extra_length", f"expected a non-negative integer, got {self.max_extra_length!r}")
         _check(isinstance(self.chunk_size, int) and self.chunk_size >= 0, "chunk_size",
                f"expected a non-negative integer, got {self.chunk_size!r}")
+        _check(isinstance(self.lanes, int) and self.lanes >= 1, "lanes",
+               f"expected a positive integer, got {self.lanes!r}")
         _check(not self.xla or self.chunk_size > 0, "xla",
                "the XLA search compiles fixed chunk shapes: give chunk_size > 0 too")
         _check(self.grammar in GRAMMARS, "grammar",

@@ -1,5 +1,6 @@
-"""Searching a batch sorted by length in chunks (`search_model_by_length`) gives every row
-what searching it alone gives, in the caller's order, whatever the chunk size."""
+"""Searching a batch sorted by length in chunks (`search_model_by_length`), or in lanes
+searched side by side (`search_in_lanes`), gives every row what searching it alone gives,
+in the caller's order, whatever the chunk size and the number of lanes."""
 from __future__ import annotations
 
 import functools
@@ -9,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig, ModelConfig, get_preset
-from transformer_tf.decoding.model_search import search_model, search_model_by_length
+from transformer_tf.decoding.model_search import (
+    search_in_lanes, search_model, search_model_by_length)
 from transformer_tf.models.convs2s import ConvS2S
 from transformer_tf.models.transformer import Transformer
 
@@ -130,11 +132,58 @@ def test_chunk_size_must_be_positive():
         search_model_by_length(None, tf.zeros([1, 1], tf.int32), DecodingConfig(), 0)
 
 
-@pytest.mark.parametrize("xla", [False, True])
-def test_a_translator_with_chunks_serves_the_same_text(tmp_path, xla):
-    """Text in, text out: the exported signature with chunk_size 3 (XLA-compiled or not)
-    answers a batch of mixed lengths (blank and over-long rows included) as the plain
-    search does."""
+# 9 rows in 2 lanes (one filler row), 3 lanes (none) and 4 lanes (three filler rows);
+# each lane searched whole (chunk 0), in chunks of 2, or as one chunk.
+@pytest.mark.parametrize("lanes,chunk_size,beam_size,n_best", [
+    (2, 0, 3, 2), (3, 2, 3, 1), (4, 64, 1, 1), (2, 64, 3, 2)])
+def test_lanes_give_each_row_what_it_gets_alone(lanes, chunk_size, beam_size, n_best):
+    model = _transformer()
+    decoding = DecodingConfig(beam_size=beam_size, alpha=0.6, max_extra_length=6)
+
+    def search(ids):
+        if chunk_size:
+            return search_model_by_length(model, ids, decoding, chunk_size, n_best=n_best)
+        return search_model(model, ids, decoding, n_best=n_best)
+
+    result = search_in_lanes(search, tf.constant(_sources()), lanes)
+    assert result.ids.shape[:2] == (len(LENGTHS), n_best)
+    _assert_same_as_alone(result, _row_by_row(model, 0, decoding, n_best))
+
+
+def test_lanes_in_a_tf_function_take_any_batch():
+    """Unknown batch and length: fewer rows than lanes (the other lanes get filler rows)
+    and no rows at all; num_steps adds up the lanes' steps."""
+    model = _transformer()
+    decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=4)
+    one_search = functools.partial(search_model_by_length, model, decoding=decoding,
+                                   chunk_size=4)
+    search = tf.function(lambda ids: search_in_lanes(one_search, ids, 3),
+                         input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    sources = _sources(seed=3)
+    np.testing.assert_array_equal(search(tf.constant(sources)).ids,
+                                  search_model(model, tf.constant(sources), decoding).ids)
+    two = search(tf.constant(sources[:2]))
+    np.testing.assert_array_equal(two.ids,
+                                  search_model(model, tf.constant(sources[:2]), decoding).ids)
+    # Each lane runs at least its first step: 2 rows and a filler row, 3 lanes.
+    assert two.num_steps.numpy() >= 3
+    empty = search(tf.zeros([0, 3], tf.int32))
+    assert empty.ids.shape[0] == 0 and empty.scores.shape == (0, 1)
+
+
+def test_lanes_must_be_positive():
+    with pytest.raises(ValueError, match="lanes"):
+        search_in_lanes(None, tf.zeros([1, 1], tf.int32), 0)
+    from transformer_tf.config import ConfigError
+    with pytest.raises(ConfigError, match="lanes"):
+        DecodingConfig(lanes=0)
+
+
+@pytest.mark.parametrize("xla,lanes", [(False, 1), (True, 1), (False, 2)])
+def test_a_translator_with_chunks_serves_the_same_text(tmp_path, xla, lanes):
+    """Text in, text out: the exported signature with chunk_size 3 (XLA-compiled or not,
+    in one lane or two) answers a batch of mixed lengths (blank and over-long rows
+    included) as the plain search does."""
     import itertools
 
     from transformer_tf.data.bpe import BpeOptions, make_tokenizer, train_bpe
@@ -154,7 +203,7 @@ def test_a_translator_with_chunks_serves_the_same_text(tmp_path, xla):
                        DecodingConfig(beam_size=2, max_extra_length=5, chunk_size=0))
     chunked = Translator(model, tokenizer,
                          DecodingConfig(beam_size=2, max_extra_length=5, chunk_size=3,
-                                        xla=xla))
+                                        xla=xla, lanes=lanes))
     expected = plain.translate(text)
     served = tf.saved_model.load(str(export_saved_model(chunked, tmp_path / "1")))
     got = served.signatures["serving_default"](text=text)

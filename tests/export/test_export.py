@@ -180,6 +180,7 @@ def test_translate_script_keeps_order_and_empty_lines(exported, monkeypatch, cap
 @pytest.mark.parametrize("arguments, message", [
     (["--model-dir", "/nonexistent"], "run_config.json not found"),
     (["--beam-size", "0"], "beam_size"),
+    (["--lanes", "0"], "lanes"),
 ])
 def test_export_script_reports_bad_arguments(tmp_path, capsys, arguments, message):
     # A run directory with a valid run_config.json (and no checkpoint): the decoding

@@ -30,6 +30,11 @@ def main(argv=None):
                         help="search each request sorted by source length, this many rows at "
                              "a time (same outputs, less work on mixed lengths); 0: the whole "
                              "batch at once (default: the run's; 64 for new runs)")
+    parser.add_argument("--lanes", type=int,
+                        help="search each request as this many parts at the same time (same "
+                             "outputs); for CPU serving, one per core, with TF Serving's "
+                             "--tensorflow_intra_op_parallelism=1 and "
+                             "--tensorflow_inter_op_parallelism=LANES (default: the run's, 1)")
     parser.add_argument("--xla", action="store_true", default=None,
                         help="compile each chunk's search with XLA (needs --chunk-size; each "
                              "chunk shape and source length bucket of 8 compiles on its "
@@ -64,7 +69,7 @@ def _run(args) -> int:
                                 ids_only=args.ids_only, warmup=args.warmup,
                                 beam_size=args.beam_size, alpha=args.alpha,
                                 max_extra_length=args.max_extra_length,
-                                chunk_size=args.chunk_size, xla=args.xla,
+                                chunk_size=args.chunk_size, lanes=args.lanes, xla=args.xla,
                                 stopping=args.stopping)
     except (FileExistsError, FileNotFoundError, ValueError) as error:  # ConfigError too
         print(f"error: {error}", file=sys.stderr)

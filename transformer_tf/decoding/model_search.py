@@ -194,6 +194,59 @@ def encode_by_length(model, source_ids, rows: int, max_rows: int):
     return tf.nest.map_structure(lambda *parts: tf.concat(parts, axis=0), *groups)
 
 
+def search_in_lanes(search, source_ids, lanes: int) -> SearchResult:
+    """`search(source_ids)` computed as `lanes` independent searches of parts of the batch,
+    which TensorFlow can run at the same time (one per core); results in the caller's order.
+
+    The rows are sorted by source length and dealt out in turn (row i of the sorted batch
+    to lane i mod lanes), so every lane gets sentences of every length and the lanes end
+    at about the same time. The batch is first filled up to a multiple of `lanes` with
+    lone-EOS rows (they end at the first step), so every lane has rows. Rows are
+    independent, so the ids are those of `search` on the whole batch (scores up to the
+    float rounding of other batch shapes).
+
+    The lanes are separate loops in the graph with no data between them: they run in
+    parallel only when the inter-op thread pool has `lanes` threads or more. On a CPU,
+    intra-op 1 and inter-op = lanes (= cores) serves a large request fastest: one thread
+    per loop instead of every small matrix product split over all cores
+    (bench/README.md, "Lanes").
+
+    Args:
+      search: source_ids int32 [b, S] -> `SearchResult` with ids [b, n_best, L_b]
+        (rows searched independently).
+      source_ids: int32 [B, S], PAD_ID-padded.
+      lanes: a Python int >= 1; 1 calls `search` once on the whole batch.
+
+    Returns:
+      `SearchResult` for the B rows; ids padded with PAD_ID to the longest lane's width;
+      num_steps summed over the lanes.
+    """
+    if lanes < 1:
+        raise ValueError(f"lanes must be >= 1, got {lanes}")
+    if lanes == 1:
+        return search(source_ids)
+    source_ids = tf.cast(source_ids, tf.int32)
+    batch_size = tf.shape(source_ids)[0]
+    filler = (lanes - batch_size % lanes) % lanes + lanes * tf.cast(batch_size == 0, tf.int32)
+    eos_rows = tf.pad(tf.fill([filler, 1], EOS_ID), [[0, 0], [0, tf.shape(source_ids)[1] - 1]])
+    padded = tf.concat([source_ids, eos_rows], axis=0)
+    order = tf.argsort(source_lengths(padded), stable=True)
+    results = [search(tf.gather(padded, order[lane::lanes])) for lane in range(lanes)]
+    width = tf.reduce_max(tf.stack([tf.shape(result.ids)[2] for result in results]))
+    ids = [tf.pad(result.ids, [[0, 0], [0, 0], [0, width - tf.shape(result.ids)[2]]],
+                  constant_values=PAD_ID) for result in results]
+    restore = tf.math.invert_permutation(order)[:batch_size]
+
+    def merge(parts):  # lanes x [B'/lanes, ...] -> [B, ...] in the caller's order
+        dealt = tf.stack(parts, axis=1)  # row i of lane k is sorted row i * lanes + k
+        return tf.gather(tf.reshape(dealt, tf.concat([[-1], tf.shape(dealt)[2:]], 0)),
+                         restore)
+
+    return SearchResult(merge(ids), merge([result.scores for result in results]),
+                        merge([result.lengths for result in results]),
+                        tf.add_n([result.num_steps for result in results]))
+
+
 def _next_power_of_two(n) -> tf.Tensor:
     """int32 scalar: the smallest power of two >= max(n, 1)."""
     powers = tf.constant([2 ** i for i in range(31)], tf.int32)

@@ -26,7 +26,8 @@ import tensorflow as tf
 from transformer_tf.config import PAD_ID, DecodingConfig
 from transformer_tf.data.bpe import line_break_piece_ids
 from transformer_tf.data.source_text import clean_source_ids, encode_sources
-from transformer_tf.decoding.model_search import search_model, search_model_by_length
+from transformer_tf.decoding.model_search import (
+    search_in_lanes, search_model, search_model_by_length)
 from transformer_tf.decoding.search import check_n_best
 from transformer_tf.decoding.grammar import output_constraint
 
@@ -65,14 +66,17 @@ class IdsTranslator(tf.Module):
         self.core_variables = [getattr(v, "value", v) for v in model.variables]
 
     def _search(self, source_ids, n_best):
-        if self.decoding.chunk_size:
-            return search_model_by_length(self.model, source_ids, self.decoding,
-                                          self.decoding.chunk_size, n_best=n_best,
-                                          forbidden_ids=self.forbidden_ids,
-                                          jit_compile=self.decoding.xla,
-                                          constraint=self.constraint)
-        return search_model(self.model, source_ids, self.decoding, n_best=n_best,
-                            forbidden_ids=self.forbidden_ids, constraint=self.constraint)
+        def search(ids):
+            if self.decoding.chunk_size:
+                return search_model_by_length(self.model, ids, self.decoding,
+                                              self.decoding.chunk_size, n_best=n_best,
+                                              forbidden_ids=self.forbidden_ids,
+                                              jit_compile=self.decoding.xla,
+                                              constraint=self.constraint)
+            return search_model(self.model, ids, self.decoding, n_best=n_best,
+                                forbidden_ids=self.forbidden_ids, constraint=self.constraint)
+
+        return search_in_lanes(search, source_ids, self.decoding.lanes)
 
     def clean_ids(self, source_ids):
         """int [N, S], any values -> (source_ids int32 [N, <= max_source_tokens + 1],
