@@ -5,11 +5,13 @@
 
 - savedmodel: `tf.saved_model.load(DIR).signatures["serving_default"]` (tokenisation, beam
   search and detokenisation in the graph, as TF Serving runs it; beam and alpha are those
-  the SavedModel was exported with), TF intra-op threads 2, inter-op 1.
+  the SavedModel was exported with), TF intra-op threads --intra-op (2), inter-op
+  --inter-op (1; an export with lanes wants intra-op 1 and inter-op = lanes).
 - ctranslate2: the CTranslate2 export of the same checkpoint (scripts/export_ctranslate2.py)
   through `CTranslate2Translator`: sentencepiece in Python, `translate_batch`, sentencepiece
-  back; intra_threads 2, inter_threads 1; the same beam, alpha mapped by
-  `ct2_length_penalty` (transformer_tf/export/ctranslate2.py).
+  back; intra_threads --intra-op, inter_threads --inter-op (a call then cut into that many
+  sub-batches translated at once); the same beam, alpha mapped by `ct2_length_penalty`
+  (transformer_tf/export/ctranslate2.py).
 
 The first `--sentences` lines of `--source`, in file order (requests as they arrive, not
 sorted by length), cut into consecutive batches of each size; every batch is one call.
@@ -50,12 +52,12 @@ def percentile(values, q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def savedmodel_engine(model_dir: str):
+def savedmodel_engine(model_dir: str, intra_op: int, inter_op: int):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the sentencepiece ops)
 
-    tf.config.threading.set_intra_op_parallelism_threads(common.THREADS)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.threading.set_intra_op_parallelism_threads(intra_op)
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
     from transformer_tf.inference.loading import read_bpe_model, read_export_info
 
     serving = tf.saved_model.load(model_dir).signatures["serving_default"]
@@ -68,13 +70,13 @@ def savedmodel_engine(model_dir: str):
     return translate, read_bpe_model(model_dir), info["decoding"], {"tensorflow": tf.__version__}
 
 
-def ctranslate2_engine(model_dir: str):
+def ctranslate2_engine(model_dir: str, intra_op: int, inter_op: int):
     import ctranslate2
 
     from transformer_tf.export.ctranslate2 import (BPE_MODEL, CTranslate2Translator,
                                                    ct2_length_penalty)
 
-    runner = CTranslate2Translator(model_dir, intra_threads=common.THREADS,
+    runner = CTranslate2Translator(model_dir, intra_threads=intra_op, inter_threads=inter_op,
                                    compute_type="float32")
     decoding = runner.decoding.get_config()
     decoding["ct2_length_penalty"] = ct2_length_penalty(runner.decoding.alpha)
@@ -90,6 +92,11 @@ def main(argv=None):
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--batch-sizes", default="1,8,64")
     parser.add_argument("--max-seconds", type=float, default=None)
+    parser.add_argument("--intra-op", type=int, default=common.THREADS,
+                        help=f"threads per operation (default {common.THREADS})")
+    parser.add_argument("--inter-op", type=int, default=1,
+                        help="operations (TF) or sub-batches (CTranslate2) run at once "
+                             "(default 1)")
     parser.add_argument("--warm-up-buckets", action="store_true",
                         help="one untimed call per source length bucket and batch size "
                              "before timing (XLA exports)")
@@ -99,9 +106,9 @@ def main(argv=None):
     sentences = read_lines(Path(args.source), args.sentences)
     engine = savedmodel_engine if args.engine == "savedmodel" else ctranslate2_engine
     started = time.perf_counter()
-    translate, bpe_proto, decoding, versions = engine(args.model)
+    translate, bpe_proto, decoding, versions = engine(args.model, args.intra_op, args.inter_op)
     report.update(load_seconds=round(time.perf_counter() - started, 2), decoding=decoding,
-                  versions=versions, threads=common.THREADS)
+                  versions=versions, intra_op=args.intra_op, inter_op=args.inter_op)
     import sentencepiece  # not transformer_tf.data.bpe: the CT2 worker runs without TF
 
     processor = sentencepiece.SentencePieceProcessor(model_proto=bpe_proto)

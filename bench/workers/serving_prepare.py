@@ -9,9 +9,11 @@ serving_default, and the default search: requests sorted by source length, --chu
 rows at a time), DIR/savedmodel_unchunked (each request searched as one batch),
 DIR/savedmodel_chunked_xla (chunks of --xla-chunk-size, each chunk's search compiled by
 XLA), DIR/savedmodel_k_finished (the default with CTranslate2's stopping rule: a sentence
-stops once beam-size hypotheses have finished), DIR/ctranslate2
-(scripts/export_ctranslate2.py's model), and DIR/savedmodel_greedy and
-DIR/ctranslate2_greedy (beam 1, both engines). Prints their paths as JSON.
+stops once beam-size hypotheses have finished), DIR/savedmodel_lanes (the default in
+--lanes lanes, one per thread of the benchmark), DIR/ctranslate2
+(scripts/export_ctranslate2.py's model), and DIR/savedmodel_greedy,
+DIR/savedmodel_greedy_lanes and DIR/ctranslate2_greedy (beam 1, both engines). Prints
+their paths as JSON.
 """
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ def main(argv=None):
     parser.add_argument("--xla-chunk-size", type=int, default=16,
                         help="chunk size of the XLA export (fixed shapes, no compaction: "
                              "smaller chunks waste fewer steps; default 16)")
+    parser.add_argument("--lanes", type=int, default=common.THREADS,
+                        help=f"lanes of the lanes exports (default {common.THREADS})")
     args = parser.parse_args(argv)
     from transformer_tf.config import DecodingConfig
     from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
@@ -59,16 +63,24 @@ def main(argv=None):
     k_finished = export_model_dir(args.model_dir, out / "savedmodel_k_finished",
                                   overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
                                   chunk_size=args.chunk_size, stopping="k_finished")
+    lanes = export_model_dir(args.model_dir, out / "savedmodel_lanes", overwrite=True,
+                             beam_size=args.beam_size, alpha=args.alpha,
+                             chunk_size=args.chunk_size, lanes=args.lanes)
     converted = export_model_dir_ctranslate2(args.model_dir, out / "ctranslate2", overwrite=True,
                                              beam_size=args.beam_size, alpha=args.alpha)
     # Greedy search (beam 1) in both engines: the issue's second serving target.
     greedy = export_model_dir(args.model_dir, out / "savedmodel_greedy", overwrite=True,
                               beam_size=1, alpha=0.0, chunk_size=args.chunk_size)
+    greedy_lanes = export_model_dir(args.model_dir, out / "savedmodel_greedy_lanes",
+                                    overwrite=True, beam_size=1, alpha=0.0,
+                                    chunk_size=args.chunk_size, lanes=args.lanes)
     converted_greedy = export_model_dir_ctranslate2(
         args.model_dir, out / "ctranslate2_greedy", overwrite=True, beam_size=1, alpha=0.0)
     common.emit({"savedmodel": str(saved), "savedmodel_unchunked": str(unchunked),
                  "savedmodel_chunked_xla": str(chunked_xla),
                  "savedmodel_k_finished": str(k_finished),
+                 "savedmodel_lanes": str(lanes), "savedmodel_greedy_lanes": str(greedy_lanes),
+                 "lanes": args.lanes,
                  "chunk_size": args.chunk_size, "xla_chunk_size": args.xla_chunk_size,
                  "ctranslate2": str(converted), "savedmodel_greedy": str(greedy),
                  "ctranslate2_greedy": str(converted_greedy),

@@ -85,6 +85,9 @@ def test_ctranslate2_matches_our_model(tokenizer, tmp_path, norm_position, posit
     got = runner.translate(SENTENCES, beam_size=1)
     assert got == expected
     assert got[-1] == "" and any(got[:-1])
+    # Two workers, each call cut into two sub-batches: the same outputs, in order.
+    in_lanes = ct2_export.CTranslate2Translator(out, intra_threads=1, inter_threads=2)
+    assert in_lanes.translate(SENTENCES[::-1] + SENTENCES, beam_size=1) == expected[::-1] + expected
 
 
 def test_positions_are_ours_not_ct2_default(tokenizer, tmp_path):

@@ -310,9 +310,13 @@ class CTranslate2Translator:
       intra_threads: CT2's threads per translation (the benchmark gives both engines the
         same number).
       compute_type: CT2 compute type ("default" keeps the saved weight type).
+      inter_threads: CT2 workers; with N > 1 a call's sentences are cut into N
+        sub-batches (`max_batch_size`) that the workers translate at the same time, CT2's
+        counterpart of our `DecodingConfig.lanes`.
     """
 
-    def __init__(self, model_dir, intra_threads: int = 0, compute_type: str = "default"):
+    def __init__(self, model_dir, intra_threads: int = 0, compute_type: str = "default",
+                 inter_threads: int = 1):
         ctranslate2 = _require_ctranslate2()
         model_dir = pathlib.Path(model_dir)
         self.info = json.loads((model_dir / INFO_FILE).read_text())
@@ -320,8 +324,10 @@ class CTranslate2Translator:
         self.max_source_tokens = int(self.info["max_source_tokens"])
         self.max_target_length = int(self.info["max_target_length"])
         self.processor = _processor((model_dir / BPE_MODEL).read_bytes())
+        self.inter_threads = inter_threads
         self.translator = ctranslate2.Translator(str(model_dir), device="cpu",
                                                  intra_threads=intra_threads,
+                                                 inter_threads=inter_threads,
                                                  compute_type=compute_type)
 
     def source_tokens(self, sentences: Sequence[str]) -> list[list[str]]:
@@ -353,6 +359,8 @@ class CTranslate2Translator:
                       **options)
         outputs = [[] for _ in tokens]
         real = [i for i, row in enumerate(tokens) if row]
+        if real and self.inter_threads > 1 and "max_batch_size" not in options:
+            search["max_batch_size"] = -(-len(real) // self.inter_threads)
         if real:
             results = self.translator.translate_batch(
                 [tokens[i] for i in real], max_decoding_length=max(limits[i] for i in real),
