@@ -48,7 +48,7 @@ WORKERS = BENCH / "workers"
 sys.path.insert(0, str(BENCH))
 import common  # noqa: E402
 
-SECTIONS = ("matmul", "train", "decode", "pipeline", "families", "layers", "serving")
+SECTIONS = ("matmul", "train", "decode", "bf16", "pipeline", "families", "layers", "serving")
 # Sections that --quick leaves out unless --only names them (they take minutes).
 NOT_IN_QUICK = ("serving",)
 DEFAULT_SERVING_MODEL = common.ROOT / "runs" / "multi30k_en_de" / "model"
@@ -57,7 +57,7 @@ DEFAULT_SERVING_MODEL = common.ROOT / "runs" / "multi30k_en_de" / "model"
 TARGETS = {"train_vs_torch": 1.2, "decode_vs_ctranslate2": 0.8, "decode_vs_hf": 1.5,
            "pipeline_vs_training": 20.0, "train_fraction_of_peak": 0.7,
            "serving_vs_ctranslate2_batch64": 1.0,
-           "serving_greedy_vs_ctranslate2_batch64": 1.5}
+           "serving_greedy_vs_ctranslate2_batch64": 1.5, "bf16_vs_float32": 1.5}
 
 PEER_MODULES = {"torch": ["torch"], "ctranslate2": ["ctranslate2", "transformers", "torch"],
                 "hf": ["transformers", "torch"]}
@@ -453,6 +453,10 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
                     name = "greedy" if beam == 1 else f"beam{beam}"
                     benchmarks[f"decode_{shape}_{name}_vs_{engine}"] = compare(entry)
 
+    # ---------------------------------------------------------------- bfloat16
+    if "bf16" in sections:
+        _bfloat16(runner, settings, benchmarks, shapes, train_results)
+
     # ---------------------------------------------------------------- input pipeline
     if "pipeline" in sections:
         args = ["--epochs", str(settings["pipeline_epochs"])] + (["--quick"] if quick else [])
@@ -614,6 +618,50 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
         if batch == 64:
             entry["target_ratio"] = TARGETS["serving_vs_ctranslate2_batch64"]
         benchmarks[f"serving_multi30k_beam4_batch{batch}"] = compare(entry)
+
+
+def _bfloat16(runner, settings, benchmarks, shapes, train_results) -> None:
+    """Our training step and greedy / beam-4 decoding in mixed_bfloat16 against float32
+    (each shape, XLA off): the same workers with `--precision`. The float32 training
+    figure is the train section's when it ran."""
+    for shape in shapes:
+        spec = settings["train_big"] if shape == "base" else settings["train_small"]
+        train_args = ["--shape", shape, *_repeat_args(spec)]
+        float32 = (train_results.get(shape) or (None,))[0]
+        float32_error = None
+        if float32 is None:
+            float32, float32_error = runner.run(f"train_tf_{shape}", "train_tf", train_args)
+        bf16, bf16_error = runner.run(f"train_tf_{shape}_bf16", "train_tf",
+                                      [*train_args, "--precision", "mixed_bfloat16"])
+        benchmarks[f"train_{shape}_bf16_vs_float32"] = compare({
+            "metric": "target_tokens_per_s", "higher_is_better": True,
+            "ours": _get(bf16, "target_tokens_per_s"),
+            "peer": _get(float32, "target_tokens_per_s"),
+            "peer_name": "our training step in float32", "ours_error": bf16_error,
+            "peer_missing": float32_error, "target_ratio": TARGETS["bf16_vs_float32"],
+            "details": {"ours": bf16, "peer": float32}})
+    decode_args = ["--shapes", ",".join(shapes), "--beams", "1,4", "--xla-modes", "off",
+                   *_repeat_args(settings["decode"])]
+    by_precision = {precision: runner.run(f"decode_tf_{precision}", "decode_tf",
+                                          [*decode_args, "--precision", precision])
+                    for precision in ("float32", "mixed_bfloat16")}
+
+    def find(result, shape, beam):
+        return next((r for r in (result or {}).get("runs", [])
+                     if r["shape"] == shape and r["beam"] == beam), None)
+
+    for shape in shapes:
+        for beam, name in ((1, "greedy"), (4, "beam4")):
+            (float32, float32_error), (bf16, bf16_error) = (
+                by_precision["float32"], by_precision["mixed_bfloat16"])
+            benchmarks[f"decode_{shape}_{name}_bf16_vs_float32"] = compare({
+                "metric": "output_tokens_per_s", "higher_is_better": True,
+                "ours": _get(find(bf16, shape, beam), "output_tokens_per_s"),
+                "peer": _get(find(float32, shape, beam), "output_tokens_per_s"),
+                "peer_name": "our search in float32", "ours_error": bf16_error,
+                "peer_missing": float32_error, "target_ratio": TARGETS["bf16_vs_float32"],
+                "details": {"ours": find(bf16, shape, beam),
+                            "peer": find(float32, shape, beam)}})
 
 
 def _families(runner, settings, benchmarks, peak) -> None:

@@ -39,6 +39,9 @@ def main(argv=None):
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="per configuration: stop timing after this many seconds")
     parser.add_argument("--inter-op", type=int, default=1)
+    parser.add_argument("--precision", default="float32",
+                        choices=["float32", "mixed_bfloat16"],
+                        help="Keras dtype policy of the model (default float32)")
     args = parser.parse_args(argv)
     load_start = common.load_average()
     # TF is imported after argument parsing and the load sample, and Keras and the library
@@ -57,7 +60,9 @@ def main(argv=None):
 
     report = {"benchmark": "decode", "engine": "transformer_tf", "load_average_start": load_start,
               "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
-              "threads": {"intra_op": common.THREADS, "inter_op": args.inter_op}, "runs": []}
+              "threads": {"intra_op": common.THREADS, "inter_op": args.inter_op},
+              "precision": args.precision, "runs": []}
+    keras.mixed_precision.set_global_policy(args.precision)
     b, length = args.batch, args.output_len
     for shape_name in common.csv_list(args.shapes):
         shape = common.SHAPES[shape_name]

@@ -6,6 +6,11 @@ A [n, n] x [n, n] float32 product is 2 n^3 FLOPs; the best of `repeats` timed pr
 (after warm-up) is reported for each engine (TensorFlow, numpy's BLAS, PyTorch when
 installed), and `peak_gflops` is the largest: the machine's peak as far as this run can
 reach it, which our fractions of peak are measured against.
+
+`tf_bf16_gflops` is TensorFlow's bfloat16 product of the same size (what mixed_bfloat16
+training and decoding multiply with), beside `cpu_bf16` (the CPU's native bfloat16 flags,
+AVX512-BF16 / AMX-BF16, from /proc/cpuinfo): on CPUs without them bfloat16 is emulated.
+It is not part of the fp32 peak.
 """
 from __future__ import annotations
 
@@ -57,6 +62,16 @@ def main(argv=None):
         matmul = tf.function(lambda x, y: tf.matmul(x, y))
         result["tf_gflops"] = round(
             best_gflops(lambda: matmul(ta, tb).numpy(), n, args.repeats), 1)
+        from transformer_tf.training.precision import BF16_CPU_FLAGS, cpu_flags
+
+        ha, hb = tf.cast(ta, tf.bfloat16), tf.cast(tb, tf.bfloat16)
+        result["tf_bf16_gflops"] = round(
+            best_gflops(lambda: matmul(ha, hb).numpy(), n, args.repeats), 1)
+        try:
+            flags = cpu_flags(Path("/proc/cpuinfo").read_text())
+        except OSError:
+            flags = set()
+        result["cpu_bf16"] = sorted(flags & set(BF16_CPU_FLAGS))
     if "torch" in engines:
         try:
             import torch
@@ -67,7 +82,8 @@ def main(argv=None):
             torch.set_num_threads(common.THREADS)
             pa, pb = torch.from_numpy(a), torch.from_numpy(b)
             result["torch_gflops"] = round(best_gflops(lambda: pa @ pb, n, args.repeats), 1)
-    figures = [v for k, v in result.items() if k.endswith("_gflops") and v]
+    figures = [v for k, v in result.items()
+               if k.endswith("_gflops") and not k.endswith("bf16_gflops") and v]
     result["peak_gflops"] = max(figures)
     common.emit(result)
 

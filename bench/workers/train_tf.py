@@ -1,7 +1,7 @@
 """Worker: our training step (transformer_tf, Keras `train_on_batch`), one shape, XLA on or off.
 
     python bench/workers/train_tf.py --shape base [--xla] [--batch 32 --source-len 32
-        --target-len 32 --warmup 1 --repeats 3]
+        --target-len 32 --warmup 1 --repeats 3 --precision float32]
 
 The model and optimizer come from `transformer_tf.training.fit.build_model_and_optimizer`
 (the paper's Adam and schedule, the built-in label-smoothed loss over real target tokens,
@@ -50,11 +50,15 @@ def main(argv=None):
     parser.add_argument("--max-seconds", type=float, default=None,
                         help="stop timing after this many seconds of steps")
     parser.add_argument("--inter-op", type=int, default=1)
+    parser.add_argument("--precision", default="float32",
+                        choices=["float32", "mixed_bfloat16"],
+                        help="Keras dtype policy of the model (default float32)")
     args = parser.parse_args(argv)
     shape = common.SHAPES[args.shape]
     result = {"benchmark": "train_step", "engine": "transformer_tf", "shape": shape.name,
               "xla": args.xla, "batch": args.batch, "source_len": args.source_len,
-              "target_len": args.target_len, "load_average_start": common.load_average()}
+              "target_len": args.target_len, "precision": args.precision,
+              "load_average_start": common.load_average()}
 
     # TF is imported after argument parsing and the load sample, and Keras and the library
     # only once TF's thread pools are configured: they are fixed when TF's runtime starts.
@@ -68,6 +72,7 @@ def main(argv=None):
     from transformer_tf.training.fit import build_model_and_optimizer
 
     keras.utils.set_random_seed(0)
+    keras.mixed_precision.set_global_policy(args.precision)
     result["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__}
     result["threads"] = {"intra_op": common.THREADS, "inter_op": args.inter_op}
     rss_start = common.current_rss_mb()
