@@ -29,24 +29,26 @@ def test_every_warmup_request_runs_through_the_signature(serving_exports, varian
         assert all(len(out) == len(inputs[input_name]) for out in outputs.values())
 
 
-def test_xla_warmup_covers_every_compiled_shape(serving_bpe):
+@pytest.mark.parametrize("lanes", [1, 3])
+def test_xla_warmup_covers_every_compiled_shape(serving_bpe, lanes):
     proto = serving_bpe.model_proto
     processor = python_processor(proto)
     word = one_piece_word(proto)
     assert len(processor.encode(word)) == 1 and len(processor.encode(f"{word} {word}")) == 2
-    decoding = DecodingConfig(chunk_size=8, xla=True)
+    decoding = DecodingConfig(chunk_size=8, xla=True, lanes=lanes)
     shapes = set()
     for batch in warmup_batches(proto, decoding, MAX_POSITION):
         tokens = {len(ids) + 1 for ids in processor.encode(batch)}  # + EOS
         assert len(tokens) == 1  # one bucket per request
-        shapes.add((len(batch), tokens.pop()))
-    # The chunk sizes a batch can be cut into (1, 2, 4, 8 rows) x every source bucket up
-    # to the model's maximum, once each.
+        # Rows per lane (search_in_lanes deals them out in turn).
+        shapes.add((-(-len(batch) // lanes), tokens.pop()))
+    # The chunk sizes a lane's rows can be cut into (1, 2, 4, 8 rows) x every source
+    # bucket up to the model's maximum, once each.
     buckets = range(XLA_LENGTH_BUCKET, MAX_POSITION + 1, XLA_LENGTH_BUCKET)
     expected = {(size, length) for size in (1, 2, 4, 8) for length in buckets}
     assert shapes == expected
     assert len(warmup_batches(proto, decoding, MAX_POSITION)) == len(expected)
-    # Without XLA: one short sentence, and a full chunk.
-    plain = warmup_batches(proto, DecodingConfig(chunk_size=8), MAX_POSITION)
-    assert [len(batch) for batch in plain] == [1, 8]
+    # Without XLA: one short sentence, and a full chunk in every lane.
+    plain = warmup_batches(proto, DecodingConfig(chunk_size=8, lanes=lanes), MAX_POSITION)
+    assert [len(batch) for batch in plain] == [1, 8 * lanes]
     assert EOS_ID not in np.concatenate([processor.encode(b)[0] for b in plain])

@@ -7,7 +7,9 @@ traffic, so the first users do not pay for the first run of the graph. For an ex
 compiled on its first request (seconds each), so the warm-up holds one request per shape
 the signature can meet: chunk sizes 1, 2, 4, ... up to `chunk_size`, sources of every
 multiple of XLA_LENGTH_BUCKET tokens up to the model's maximum. A plain export gets two
-requests: 1 sentence, and `chunk_size` sentences (8 when the search is not chunked).
+requests: 1 sentence, and `chunk_size` sentences (8 when the search is not chunked). With
+`lanes`, a request is dealt into that many searches, so each request has `lanes` times the
+rows: every lane then meets the chunk size.
 
 The requests are made of one word repeated: a word the subword model spells as one piece,
 so that n words are n source tokens whatever the language.
@@ -46,11 +48,12 @@ def warmup_batches(model_proto: bytes, decoding: DecodingConfig,
     word = one_piece_word(model_proto)
     chunk = decoding.chunk_size or 8
     if not decoding.xla:
-        return [[word], [" ".join([word] * 7)] * chunk]
+        return [[word], [" ".join([word] * 7)] * (chunk * decoding.lanes)]
     sizes = sorted({min(2 ** i, chunk) for i in range(chunk.bit_length() + 1)})
     # A bucket of b positions holds b - 1 tokens and EOS.
     lengths = range(XLA_LENGTH_BUCKET, max_source_length + 1, XLA_LENGTH_BUCKET)
-    return [[" ".join([word] * (length - 1))] * size for size in sizes for length in lengths]
+    return [[" ".join([word] * (length - 1))] * (size * decoding.lanes)
+            for size in sizes for length in lengths]
 
 
 def as_source_ids(model_proto: bytes, batch: Sequence[str]) -> np.ndarray:
