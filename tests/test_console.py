@@ -25,6 +25,9 @@ NOISE = [
     b"E0000 00:00:1795391767.521281    7622 cuda_platform.cc:52] failed call to cuInit: "
     b"INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n",
     b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n",
+    b"E0000 00:00:1795503135.525306   26486 util.cc:131] oneDNN supports DT_INT64 only on "
+    b"platforms with AVX-512. Falling back to the default Eigen-based implementation if "
+    b"present.\n",
 ]
 KEPT = [
     b"E0000 00:00:1795391767.521281    7622 op_kernel.cc:1830] OP_REQUIRES failed: "
@@ -51,7 +54,7 @@ def run_child(verbose: bool, level: str | None = None) -> bytes:
     if level is not None:
         env["TF_CPP_MIN_LOG_LEVEL"] = level
     order = [NOISE[0], KEPT[0], NOISE[1], KEPT[1], NOISE[2], KEPT[2], KEPT[3], NOISE[3],
-             KEPT[4], NOISE[4], NOISE[5]]  # (a bar's "\r" pieces stay together, as tqdm's do)
+             KEPT[4], NOISE[4], NOISE[5], NOISE[6]]  # (a bar's "\r" pieces stay together)
     chunks = [line.hex() for line in order]
     done = subprocess.run([sys.executable, "-c", CHILD, "1" if verbose else "0", *chunks],
                           capture_output=True, env=env, timeout=60)

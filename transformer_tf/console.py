@@ -10,7 +10,8 @@ its arguments, before anything imports TensorFlow. Quiet (the default), it
   the start-up lines TensorFlow prints before its log level applies ("All log messages
   before absl::InitializeLog()", `cudart_stub.cc` "Could not find cuda drivers",
   `cpu_feature_guard.cc` "rebuild TensorFlow with the appropriate compiler flags"),
-  "failed call to cuInit" on machines without a GPU, and sentencepiece's
+  "failed call to cuInit" on machines without a GPU, oneDNN's "supports DT_INT64 only on
+  platforms with AVX-512" (with TF_ENABLE_ONEDNN_OPTS=1 on other CPUs), and sentencepiece's
   "precompiled_charsmap is empty" (logged by the tensorflow-text op each time a tokenizer
   resource is created; that copy of sentencepiece has no public log-level switch), also
   when such a line lands after a progress bar on the bar's line. Every other byte reaches
@@ -45,6 +46,10 @@ NOISE_LINES = re.compile(
     rb"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
     rb"|[IW]\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w.]+:\d+\] .*"  # absl C++ INFO/WARNING lines
     rb"|E\d{4} \d\d:\d\d:[\d.]+ +\d+ cuda_\w+\.cc:\d+\] failed call to cuInit.*"
+    # With TF_ENABLE_ONEDNN_OPTS=1 on a CPU without AVX-512, at every int64 op: informative,
+    # not actionable (TensorFlow runs Eigen's kernel for it).
+    rb"|E\d{4} \d\d:\d\d:[\d.]+ +\d+ util\.cc:\d+\] oneDNN supports DT_INT64 only on "
+    rb"platforms with AVX-512\..*"
     rb"|To enable the following instructions: .* rebuild TensorFlow .*"
     rb"|normalizer\.cc\(\d+\) LOG\(INFO\) precompiled_charsmap is empty\..*")
 # A line that has begun like this may still become noise: hold it until it ends.

@@ -141,7 +141,8 @@ def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = Fals
                      **decoding_overrides) -> pathlib.Path:
     """Export a training run (averaged checkpoint if present) with its decoding settings,
     where `decoding_overrides` (beam_size=, alpha=, max_extra_length=, grammar=, stopping=,
-    chunk_size=, lanes=, xla=; None = keep) do not replace them; `ids_only`: the core-ops variant;
+    chunk_size=, lanes=, xla=; None = keep) do not replace them; `ids_only`: the core-ops
+    variant;
     `parser`: export as a Parser (sentences in, trees out); None: when the run was
     trained to decode with the "tree" grammar (the parsing presets; whatever `grammar=`
     overrides it with), unless `ids_only`."""
