@@ -208,6 +208,14 @@ def _best(entry: dict, *keys):
     return max([entry[k] for k in keys if entry.get(k) is not None], default=None)
 
 
+def _run_where(result, **fields):
+    """The first of a worker's `runs` whose fields equal `fields` (None values match
+    anything), or None."""
+    wanted = {k: v for k, v in fields.items() if v is not None}
+    return next((run for run in (result or {}).get("runs", [])
+                 if all(run.get(k) == v for k, v in wanted.items())), None)
+
+
 def _meets(value, target):
     return None if value is None else value >= target
 
@@ -415,19 +423,12 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
                 ["--engine", engine, "--shapes", shape_list, "--beams", "1,4", *repeat_args],
                 needs=PEER_MODULES[engine])
 
-        def find(result, shape, beam, xla=None):
-            for run in (result or {}).get("runs", []):
-                if run["shape"] == shape and run["beam"] == beam and (
-                        xla is None or run["xla"] == xla):
-                    return run
-            return None
-
         for shape in shapes:
             for beam in (1, 4):
-                mine = find(ours, shape, beam, False)
-                mine_xla = find(ours, shape, beam, True)
+                mine = _run_where(ours, shape=shape, beam=beam, xla=False)
+                mine_xla = _run_where(ours, shape=shape, beam=beam, xla=True)
                 for engine, (peer_result, peer_error) in peers.items():
-                    theirs = find(peer_result, shape, beam)
+                    theirs = _run_where(peer_result, shape=shape, beam=beam)
                     if peer_error is None and theirs is None:
                         peer_error = "no run for this configuration"
                     entry = {
@@ -567,12 +568,11 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
     peer_greedy_lanes, _ = serve("serving_ctranslate2_greedy_lanes", "ctranslate2",
                                  prepared["ctranslate2_greedy"], *in_lanes)
 
-    def run_of(result, batch):
-        return next((r for r in (result or {}).get("runs", []) if r["batch"] == batch), None)
 
     for batch in (1, 8, 64):
-        mine, theirs = run_of(greedy, batch), run_of(peer_greedy, batch)
-        mine_lanes, theirs_lanes = run_of(greedy_lanes, batch), run_of(peer_greedy_lanes, batch)
+        mine, theirs = _run_where(greedy, batch=batch), _run_where(peer_greedy, batch=batch)
+        mine_lanes = _run_where(greedy_lanes, batch=batch)
+        theirs_lanes = _run_where(peer_greedy_lanes, batch=batch)
         entry = {
             "metric": "sentences_per_s", "higher_is_better": True,
             "ours": _get(mine, "sentences_per_s"), "peer": _get(theirs, "sentences_per_s"),
@@ -590,13 +590,14 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
         benchmarks[f"serving_multi30k_greedy_batch{batch}"] = compare(entry)
 
     for batch in (1, 8, 64):
-        mine, theirs = run_of(ours, batch), run_of(peer, batch)
-        variant_runs = {v: run_of(result, batch) for v, (result, _) in variants.items()}
+        mine, theirs = _run_where(ours, batch=batch), _run_where(peer, batch=batch)
+        variant_runs = {v: _run_where(result, batch=batch)
+                        for v, (result, _) in variants.items()}
         entry = {
             "metric": "sentences_per_s", "higher_is_better": True,
             "ours": _get(mine, "sentences_per_s"), "peer": _get(theirs, "sentences_per_s"),
             **{f"ours_{v}": _get(r, "sentences_per_s") for v, r in variant_runs.items()},
-            "peer_lanes": _get(run_of(peer_lanes, batch), "sentences_per_s"),
+            "peer_lanes": _get(_run_where(peer_lanes, batch=batch), "sentences_per_s"),
             "lanes": prepared["lanes"],
             **{f"ours_{v}_error": error for v, (_, error) in variants.items()},
             "chunk_size": prepared.get("chunk_size"),
@@ -607,7 +608,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
             "peer_target_tokens_per_s": _get(theirs, "target_tokens_per_s"),
             "model_dir": str(model_dir), "checkpoint": prepared.get("checkpoint"),
             "details": {"ours": mine, **{f"ours_{v}": r for v, r in variant_runs.items()},
-                        "peer": theirs, "peer_lanes": run_of(peer_lanes, batch),
+                        "peer": theirs, "peer_lanes": _run_where(peer_lanes, batch=batch),
                         "ours_decoding": _get(ours, "decoding"),
                         "peer_decoding": _get(peer, "decoding")},
         }
@@ -646,22 +647,19 @@ def _bfloat16(runner, settings, benchmarks, shapes, train_results) -> None:
                                           [*decode_args, "--precision", precision])
                     for precision in ("float32", "mixed_bfloat16")}
 
-    def find(result, shape, beam):
-        return next((r for r in (result or {}).get("runs", [])
-                     if r["shape"] == shape and r["beam"] == beam), None)
-
+    (float32, float32_error), (bf16, bf16_error) = (by_precision["float32"],
+                                                    by_precision["mixed_bfloat16"])
     for shape in shapes:
         for beam, name in ((1, "greedy"), (4, "beam4")):
-            (float32, float32_error), (bf16, bf16_error) = (
-                by_precision["float32"], by_precision["mixed_bfloat16"])
+            mine = _run_where(bf16, shape=shape, beam=beam)
+            reference = _run_where(float32, shape=shape, beam=beam)
             benchmarks[f"decode_{shape}_{name}_bf16_vs_float32"] = compare({
                 "metric": "output_tokens_per_s", "higher_is_better": True,
-                "ours": _get(find(bf16, shape, beam), "output_tokens_per_s"),
-                "peer": _get(find(float32, shape, beam), "output_tokens_per_s"),
+                "ours": _get(mine, "output_tokens_per_s"),
+                "peer": _get(reference, "output_tokens_per_s"),
                 "peer_name": "our search in float32", "ours_error": bf16_error,
                 "peer_missing": float32_error, "target_ratio": TARGETS["bf16_vs_float32"],
-                "details": {"ours": find(bf16, shape, beam),
-                            "peer": find(float32, shape, beam)}})
+                "details": {"ours": mine, "peer": reference}})
 
 
 def _families(runner, settings, benchmarks, peak) -> None:
