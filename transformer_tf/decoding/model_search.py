@@ -194,6 +194,18 @@ def encode_by_length(model, source_ids, rows: int, max_rows: int):
     return tf.nest.map_structure(lambda *parts: tf.concat(parts, axis=0), *groups)
 
 
+def _filled_and_sorted(source_ids, rows):
+    """`source_ids` int32 [B, S] with lone-EOS rows appended up to `rows` rows (>= B; such a
+    row ends at the first step of any search), their lengths, and the stable order that
+    sorts them by length: (filled [rows, S], lengths [rows], order [rows]). The caller's
+    rows come back with `tf.math.invert_permutation(order)[:B]`."""
+    filler = rows - tf.shape(source_ids)[0]
+    eos_rows = tf.pad(tf.fill([filler, 1], EOS_ID), [[0, 0], [0, tf.shape(source_ids)[1] - 1]])
+    filled = tf.concat([source_ids, eos_rows], axis=0)
+    lengths = source_lengths(filled)
+    return filled, lengths, tf.argsort(lengths, stable=True)
+
+
 def search_in_lanes(search, source_ids, lanes: int) -> SearchResult:
     """`search(source_ids)` computed as `lanes` independent searches of parts of the batch,
     which TensorFlow can run at the same time (one per core); results in the caller's order.
@@ -227,10 +239,8 @@ def search_in_lanes(search, source_ids, lanes: int) -> SearchResult:
         return search(source_ids)
     source_ids = tf.cast(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
-    filler = (lanes - batch_size % lanes) % lanes + lanes * tf.cast(batch_size == 0, tf.int32)
-    eos_rows = tf.pad(tf.fill([filler, 1], EOS_ID), [[0, 0], [0, tf.shape(source_ids)[1] - 1]])
-    padded = tf.concat([source_ids, eos_rows], axis=0)
-    order = tf.argsort(source_lengths(padded), stable=True)
+    rows_per_lane = tf.maximum((batch_size + lanes - 1) // lanes, 1)
+    padded, _, order = _filled_and_sorted(source_ids, rows_per_lane * lanes)
     results = [search(tf.gather(padded, order[lane::lanes])) for lane in range(lanes)]
     width = tf.reduce_max(tf.stack([tf.shape(result.ids)[2] for result in results]))
     ids = [tf.pad(result.ids, [[0, 0], [0, 0], [0, width - tf.shape(result.ids)[2]]],
@@ -293,11 +303,7 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
     chunk = tf.minimum(chunk_size, _next_power_of_two(batch_size))
     num_chunks = tf.maximum((batch_size + chunk - 1) // chunk, 1)  # one even for no rows
     # Fill the last chunk with lone-EOS rows (cheap: they end at the first step).
-    filler = tf.maximum(num_chunks * chunk - batch_size, 0)
-    eos_rows = tf.pad(tf.fill([filler, 1], EOS_ID), [[0, 0], [0, tf.shape(source_ids)[1] - 1]])
-    padded = tf.concat([source_ids, eos_rows], axis=0)
-    lengths = source_lengths(padded)
-    order = tf.argsort(lengths, stable=True)
+    padded, lengths, order = _filled_and_sorted(source_ids, num_chunks * chunk)
     chunks = tf.reshape(tf.gather(padded, order), [num_chunks, chunk, -1])
     chunk_lengths = tf.reshape(tf.gather(lengths, order), [num_chunks, chunk])
     max_output = tf.maximum(tf.reduce_max(tf.minimum(
