@@ -634,13 +634,9 @@ def _bfloat16(runner, settings, benchmarks, shapes, train_results) -> None:
             float32, float32_error = runner.run(f"train_tf_{shape}", "train_tf", train_args)
         bf16, bf16_error = runner.run(f"train_tf_{shape}_bf16", "train_tf",
                                       [*train_args, "--precision", "mixed_bfloat16"])
-        benchmarks[f"train_{shape}_bf16_vs_float32"] = compare({
-            "metric": "target_tokens_per_s", "higher_is_better": True,
-            "ours": _get(bf16, "target_tokens_per_s"),
-            "peer": _get(float32, "target_tokens_per_s"),
-            "peer_name": "our training step in float32", "ours_error": bf16_error,
-            "peer_missing": float32_error, "target_ratio": TARGETS["bf16_vs_float32"],
-            "details": {"ours": bf16, "peer": float32}})
+        benchmarks[f"train_{shape}_bf16_vs_float32"] = _versus_float32(
+            "target_tokens_per_s", "our training step", (bf16, bf16_error),
+            (float32, float32_error))
     decode_args = ["--shapes", ",".join(shapes), "--beams", "1,4", "--xla-modes", "off",
                    *_repeat_args(settings["decode"])]
     by_precision = {precision: runner.run(f"decode_tf_{precision}", "decode_tf",
@@ -651,15 +647,22 @@ def _bfloat16(runner, settings, benchmarks, shapes, train_results) -> None:
                                                     by_precision["mixed_bfloat16"])
     for shape in shapes:
         for beam, name in ((1, "greedy"), (4, "beam4")):
-            mine = _run_where(bf16, shape=shape, beam=beam)
-            reference = _run_where(float32, shape=shape, beam=beam)
-            benchmarks[f"decode_{shape}_{name}_bf16_vs_float32"] = compare({
-                "metric": "output_tokens_per_s", "higher_is_better": True,
-                "ours": _get(mine, "output_tokens_per_s"),
-                "peer": _get(reference, "output_tokens_per_s"),
-                "peer_name": "our search in float32", "ours_error": bf16_error,
-                "peer_missing": float32_error, "target_ratio": TARGETS["bf16_vs_float32"],
-                "details": {"ours": mine, "peer": reference}})
+            benchmarks[f"decode_{shape}_{name}_bf16_vs_float32"] = _versus_float32(
+                "output_tokens_per_s", "our search",
+                (_run_where(bf16, shape=shape, beam=beam), bf16_error),
+                (_run_where(float32, shape=shape, beam=beam), float32_error))
+
+
+def _versus_float32(metric: str, what: str, bf16, float32) -> dict:
+    """A benchmark entry of a mixed_bfloat16 figure (ours) against the same workload in
+    float32 (peer); `bf16` and `float32` are (worker result or run, error) pairs."""
+    (mine, mine_error), (reference, reference_error) = bf16, float32
+    return compare({
+        "metric": metric, "higher_is_better": True,
+        "ours": _get(mine, metric), "peer": _get(reference, metric),
+        "peer_name": f"{what} in float32", "ours_error": mine_error,
+        "peer_missing": reference_error, "target_ratio": TARGETS["bf16_vs_float32"],
+        "details": {"ours": mine, "peer": reference}})
 
 
 def _families(runner, settings, benchmarks, peak) -> None:
