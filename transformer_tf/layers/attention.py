@@ -21,6 +21,8 @@ arithmetic, for speed (bench/README.md has the measurements):
 import keras
 import tensorflow as tf
 
+from transformer_tf.layers import kernel_layout
+
 # Added to the logits of masked positions (in float32, where the softmax is computed).
 _MASKED_LOGIT = -1e9
 
@@ -55,6 +57,8 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
       append_to_cache: with a cache, append the new keys/values instead (growing cache).
       training: enables attention dropout.
       return_attention_scores: also return the weights [batch, heads, query, key].
+      kernels: None, or `inference_kernels()` (inference: the projections' weights laid
+        out once for CPU matrix products).
 
     Returns:
       output [batch, query_length, d_model]; then the updated cache if `cache` was given;
@@ -81,12 +85,15 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
         training=None,
         return_attention_scores=False,
         append_to_cache=False,
+        kernels=None,
     ):
-        query_heads = self._project_heads(self._query_dense, query)  # (batch, h, T, d_k)
+        kernels = kernels or {}
+        query_heads = self._project_heads(  # (batch, h, T, d_k)
+            self._query_dense, query, kernels.get("query"))
         if cache is not None and cache_update_index is None and not append_to_cache:
             key_heads, value_heads = cache  # static cache: encoder keys/values
         else:
-            new_keys, new_values = self.project_key_value(value, key)
+            new_keys, new_values = self.project_key_value(value, key, kernels)
             if cache is None:
                 key_heads, value_heads = new_keys, new_values
             elif append_to_cache:  # growing cache: one more position per step
@@ -101,7 +108,7 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
 
         attention_output, attention_scores = self._attend(
             query_heads, key_heads, value_heads, attention_mask, training)
-        output = self._merge_heads(attention_output)  # (batch, T, d_model)
+        output = self._merge_heads(attention_output, kernels.get("output"))  # (batch, T, d_model)
 
         results = (output,)
         if cache is not None:
@@ -110,15 +117,36 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
             results += (attention_scores,)
         return results[0] if len(results) == 1 else results
 
-    def project_key_value(self, value, key=None):
-        """Keys and values of `value` (and `key`), split into heads, head-major.
+    def project_key_value(self, value, key=None, kernels=None):
+        """Keys and values of `value` (and `key`), split into heads, head-major;
+        `kernels`: None or `inference_kernels()`.
 
         Returns:
           ([batch, heads, length, d_k], [batch, heads, length, d_v]).
         """
         key = value if key is None else key
-        return (self._project_heads(self._key_dense, key),
-                self._project_heads(self._value_dense, value))
+        kernels = kernels or {}
+        return (self._project_heads(self._key_dense, key, kernels.get("key")),
+                self._project_heads(self._value_dense, value, kernels.get("value")))
+
+    def inference_kernels(self):
+        """{"query", "key", "value", "output"}: each projection's (2-D kernel, bias or
+        None) in the compute dtype, laid out once for inference products
+        (`layers.kernel_layout`), for `call(..., kernels=...)` and `project_key_value`.
+        None when Keras has quantized the weights (their own path)."""
+        denses = {"query": self._query_dense, "key": self._key_dense,
+                  "value": self._value_dense, "output": self._output_dense}
+        if any(dense.quantization_mode is not None for dense in denses.values()):
+            return None
+        laid_out = {}
+        for name, dense in denses.items():
+            kernel, bias = self._weights_of(dense)
+            kernel = tf.reshape(kernel, [-1, kernel.shape[-1] if name == "output"
+                                         else kernel.shape[1] * kernel.shape[2]])
+            if bias is not None:
+                bias = tf.reshape(bias, [-1])
+            laid_out[name] = kernel_layout.pad_output_columns(kernel, bias)
+        return laid_out
 
     def empty_cache(self, batch_size, max_length):
         """Zeros for a self-attention cache of `max_length` positions."""
@@ -134,31 +162,34 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
         bias = None if dense.bias is None else tf.cast(dense.bias, self.compute_dtype)
         return kernel, bias
 
-    def _project_heads(self, dense, x):
+    def _project_heads(self, dense, x, laid_out=None):
         """x [batch, length, d_in] -> [batch, heads, length, depth] with `dense`'s
-        (d_in, heads, depth) kernel, as one 2-D matmul."""
+        (d_in, heads, depth) kernel (or its `laid_out` (kernel, bias) of
+        `inference_kernels`), as one 2-D matmul."""
         if dense.quantization_mode is not None:  # Keras' quantized kernels: its own path
             return tf.transpose(dense(x), [0, 2, 1, 3])
-        kernel, bias = self._weights_of(dense)
-        d_in, heads, depth = kernel.shape
-        y = tf.matmul(tf.reshape(x, [-1, d_in]), tf.reshape(kernel, [d_in, heads * depth]))
-        if bias is not None:
-            y = tf.nn.bias_add(y, tf.reshape(bias, [heads * depth]))
+        d_in, heads, depth = dense.kernel.shape
+        if laid_out is None:
+            kernel, bias = self._weights_of(dense)
+            laid_out = (tf.reshape(kernel, [d_in, heads * depth]),
+                        None if bias is None else tf.reshape(bias, [heads * depth]))
+        y = kernel_layout.dense(tf.reshape(x, [-1, d_in]), *laid_out, heads * depth)
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
         return tf.transpose(tf.reshape(y, [batch, length, heads, depth]), [0, 2, 1, 3])
 
-    def _merge_heads(self, heads_output):
-        """[batch, heads, length, d_v] -> W^O Concat(heads): [batch, length, d_model]."""
+    def _merge_heads(self, heads_output, laid_out=None):
+        """[batch, heads, length, d_v] -> W^O Concat(heads): [batch, length, d_model]
+        (`laid_out`: W^O's (kernel, bias) of `inference_kernels`, or None)."""
         per_position = tf.transpose(heads_output, [0, 2, 1, 3])  # (batch, T, h, d_v)
         dense = self._output_dense
         if dense.quantization_mode is not None:
             return dense(per_position)
-        kernel, bias = self._weights_of(dense)
-        heads, depth, d_model = kernel.shape
-        y = tf.matmul(tf.reshape(per_position, [-1, heads * depth]),
-                      tf.reshape(kernel, [heads * depth, d_model]))
-        if bias is not None:
-            y = tf.nn.bias_add(y, bias)
+        heads, depth, d_model = dense.kernel.shape
+        if laid_out is None:
+            kernel, bias = self._weights_of(dense)
+            laid_out = (tf.reshape(kernel, [heads * depth, d_model]), bias)
+        y = kernel_layout.dense(tf.reshape(per_position, [-1, heads * depth]), *laid_out,
+                                d_model)
         shape = tf.concat([tf.shape(per_position)[:2], [d_model]], axis=0)
         return tf.reshape(y, shape)
 

@@ -30,6 +30,8 @@ class DecoderLayer(EncoderLayer):
       training: enables dropout.
       return_attention: without a cache only: also return the attention weights (for
         inspection; the default path keeps its graph).
+      grow_cache: with a cache, append this step's keys/values (a growing cache).
+      kernels: None, or `inference_kernels()` (not training).
 
     Returns:
       [batch, target_length, d_model], and the updated cache when one was given; with
@@ -48,6 +50,10 @@ class DecoderLayer(EncoderLayer):
             self.norm_position, self.dropout, self.layer_norm_epsilon,
             name="cross_attention_residual", dtype=policy)
 
+    def inference_kernels(self):
+        return {**super().inference_kernels(),
+                "cross_attention": self.cross_attention.inference_kernels()}
+
     def build(self, input_shape):
         super().build(input_shape)
         self.cross_attention.build(input_shape, input_shape)
@@ -55,14 +61,16 @@ class DecoderLayer(EncoderLayer):
 
     def call(self, x, encoder_output, self_attention_mask, cross_attention_mask,
              cache=None, step=None, training=None, return_attention=False,
-             grow_cache=False):
+             grow_cache=False, kernels=None):
         if return_attention and cache is not None:
             raise ValueError("DecoderLayer: return_attention needs a full pass (no cache)")
         weights = {}
+        kernels = kernels or {}
         h = self.self_attention_residual.sublayer_input(x)
         if cache is None:
             y = self.self_attention(h, h, attention_mask=self_attention_mask, training=training,
-                                    return_attention_scores=return_attention)
+                                    return_attention_scores=return_attention,
+                                    kernels=kernels.get("self_attention"))
             if return_attention:
                 y, weights["decoder"] = y
         else:
@@ -70,14 +78,15 @@ class DecoderLayer(EncoderLayer):
                 h, h, attention_mask=self_attention_mask,
                 cache=(cache["self_key"], cache["self_value"]),
                 cache_update_index=None if grow_cache else step, append_to_cache=grow_cache,
-                training=training)
+                training=training, kernels=kernels.get("self_attention"))
             cache = {**cache, "self_key": self_key, "self_value": self_value}
         x = self.self_attention_residual(x, y, training=training)
 
         h = self.cross_attention_residual.sublayer_input(x)
         if cache is None:
             y = self.cross_attention(h, encoder_output, attention_mask=cross_attention_mask,
-                                     training=training, return_attention_scores=return_attention)
+                                     training=training, return_attention_scores=return_attention,
+                                     kernels=kernels.get("cross_attention"))
             if return_attention:
                 y, weights["cross"] = y
         else:
@@ -85,11 +94,12 @@ class DecoderLayer(EncoderLayer):
             y, _ = self.cross_attention(
                 tf.reshape(h, [sentences, -1, h.shape[-1]]),  # [sentences, K * T, d]
                 attention_mask=cross_attention_mask,
-                cache=(cache["cross_key"], cache["cross_value"]), training=training)
+                cache=(cache["cross_key"], cache["cross_value"]), training=training,
+                kernels=kernels.get("cross_attention"))
             y = tf.reshape(y, [-1, h.shape[1] or tf.shape(h)[1], h.shape[-1]])
         x = self.cross_attention_residual(x, y, training=training)
 
-        x = self.feed_forward_sublayer(x, training)
+        x = self.feed_forward_sublayer(x, training, kernels.get("feed_forward"))
         if return_attention:
             return x, {kind: tf.cast(w, tf.float32) for kind, w in weights.items()}
         return x if cache is None else (x, cache)

@@ -33,6 +33,7 @@ class EncoderLayer(keras.layers.Layer):
       training: enables dropout.
       return_attention: also return the self-attention weights (for inspection only;
         the default path returns nothing more and so keeps its graph).
+      kernels: None, or `inference_kernels()` (not training: no dropout where used).
 
     Returns:
       [batch, source_length, d_model]; with `return_attention`, the pair (that, float32
@@ -64,21 +65,29 @@ class EncoderLayer(keras.layers.Layer):
         for layer in (self.self_attention_residual, self.feed_forward, self.feed_forward_residual):
             layer.build(input_shape)
 
-    def call(self, x, attention_mask, training=None, return_attention=False):
+    def call(self, x, attention_mask, training=None, return_attention=False, kernels=None):
+        kernels = kernels or {}
         h = self.self_attention_residual.sublayer_input(x)
         y = self.self_attention(h, h, attention_mask=attention_mask, training=training,
-                                return_attention_scores=return_attention)
+                                return_attention_scores=return_attention,
+                                kernels=kernels.get("self_attention"))
         if return_attention:
             y, weights = y
         x = self.self_attention_residual(x, y, training=training)
-        x = self.feed_forward_sublayer(x, training)
+        x = self.feed_forward_sublayer(x, training, kernels.get("feed_forward"))
         return (x, tf.cast(weights, tf.float32)) if return_attention else x
 
-    def feed_forward_sublayer(self, x, training):
+    def feed_forward_sublayer(self, x, training, kernels=None):
         """x -> Residual(FFN)(x), the last sub-layer of both layer kinds."""
         h = self.feed_forward_residual.sublayer_input(x)
-        y = self.feed_forward(h, training=training)
+        y = self.feed_forward(h, training=training, kernels=kernels)
         return self.feed_forward_residual(x, y, training=training)
+
+    def inference_kernels(self):
+        """The sub-layers' `inference_kernels()` by sub-layer name, for `call(...,
+        kernels=...)` when not training (weights laid out once, `layers.kernel_layout`)."""
+        return {"self_attention": self.self_attention.inference_kernels(),
+                "feed_forward": self.feed_forward.inference_kernels()}
 
     def get_config(self):
         return {

@@ -134,6 +134,10 @@ class Transformer(Seq2SeqModel):
                 layer.build(hidden)
         self.built = True
 
+    def _build_once(self):
+        if not self.built:
+            self.build()
+
     # ------------------------------------------------------------------ contract sizes
     # (vocabulary sizes and maximum lengths: Seq2SeqModel's defaults, from the config)
     @property
@@ -193,17 +197,19 @@ class Transformer(Seq2SeqModel):
     def _encoder_stack(self, source_ids, training, weights=None):
         """`encode`; with a `weights` dict, each layer's self-attention weights are also
         appended to weights["encoder"]."""
+        self._build_once()  # inference_kernels() reads the weights before any layer call
         source_valid = padding_mask(source_ids, PAD_ID)
         x = self.source_embedding(source_ids)
         x = self.source_dropout(x + self.source_positions(x), training=training)
         # (batch, 1 or source, source)
         mask = attention_mask(source_valid, source_valid, window=self.config.attention_window)
         for layer in self.encoder_layers:
+            kernels = None if training else layer.inference_kernels()
             if weights is None:
-                x = layer(x, attention_mask=mask, training=training)
+                x = layer(x, attention_mask=mask, training=training, kernels=kernels)
             else:
                 x, layer_weights = layer(x, attention_mask=mask, training=training,
-                                         return_attention=True)
+                                         return_attention=True, kernels=kernels)
                 weights["encoder"].append(layer_weights)
         if self.encoder_final_norm is not None:
             x = self.encoder_final_norm(x)
@@ -213,6 +219,7 @@ class Transformer(Seq2SeqModel):
         """`decode` of (encoder_output, source_valid, source_ids); with a `weights` dict,
         each layer's self- and encoder-decoder attention weights are also appended to
         weights["decoder"] and weights["cross"]."""
+        self._build_once()
         encoder_output, source_valid, _ = encoded
         target_valid = padding_mask(target_input_ids, PAD_ID)
         x = self.target_dropout(self.decoder_inputs(target_input_ids, encoded),
@@ -221,11 +228,14 @@ class Transformer(Seq2SeqModel):
                                    window=self.config.attention_window)
         cross_mask = source_valid[:, None, :]  # (batch, 1, source)
         for layer in self.decoder_layers:
+            kernels = None if training else layer.inference_kernels()
             if weights is None:
-                x = layer(x, encoder_output, self_mask, cross_mask, training=training)
+                x = layer(x, encoder_output, self_mask, cross_mask, training=training,
+                          kernels=kernels)
             else:
                 x, layer_weights = layer(x, encoder_output, self_mask, cross_mask,
-                                         training=training, return_attention=True)
+                                         training=training, return_attention=True,
+                                         kernels=kernels)
                 for kind, value in layer_weights.items():
                     weights[kind].append(value)
         return self._logits(x)
@@ -277,20 +287,25 @@ class Transformer(Seq2SeqModel):
             per_beam: {"layers": per decoder layer {"self_key", "self_value"} zeros [batch,
               heads, max_length (or 0), d_k|d_v]}; with `source_cursor` also "cursor"
               int32 [batch], the tokens so far that occur in the source (zeros);
-            constants: {"output_kernel": [d_model, vocab]}, the output projection's W^T
-              prepared once per search (TF would otherwise redo it at every step).
+            constants: weights prepared once per search (TF would otherwise redo it at
+              every step): "output_kernel" [d_model, vocab'], the output projection's
+              W^T, and "layers", per decoder layer its `inference_kernels()` (vocab'
+              and the kernels' widths: `layers.kernel_layout`).
             With `source_cursor`, per_sentence also holds "source_ids" int32 [batch,
             source_length] and "cursor_memory" [batch, source_length, d_model] (the
             cursor projection of every encoder output, computed once).
         """
+        self._build_once()
         encoder_output, source_valid = encoded[:2]
         batch_size = tf.shape(encoder_output)[0]
-        cross, own = [], []
+        cross, own, kernels = [], [], []
         grows = max_length is None
         for layer in self.decoder_layers:
+            kernels.append(layer.inference_kernels())
             self_key, self_value = layer.self_attention.empty_cache(
                 batch_size, 0 if grows else max_length)
-            cross_key, cross_value = layer.cross_attention.project_key_value(encoder_output)
+            cross_key, cross_value = layer.cross_attention.project_key_value(
+                encoder_output, kernels=kernels[-1]["cross_attention"])
             cross.append({"cross_key": cross_key, "cross_value": cross_value})
             own.append({"self_key": self_key, "self_value": self_value})
         per_sentence = {"source_valid": source_valid, "layers": cross}
@@ -302,7 +317,8 @@ class Transformer(Seq2SeqModel):
         return DecoderState(
             per_sentence=per_sentence,
             per_beam=per_beam,
-            constants={"output_kernel": self.output_projection.output_kernel()},
+            constants={"output_kernel": self.output_projection.output_kernel(),
+                       "layers": kernels},
             per_beam_grows=grows)
 
     def decode_step(self, ids, step, state: DecoderState):
@@ -343,10 +359,12 @@ class Transformer(Seq2SeqModel):
         self_mask = self_mask[None, None, :]
         cross_mask = state.per_sentence["source_valid"][:, None, :]
         new_layers = []
-        for layer, cross, own in zip(self.decoder_layers, state.per_sentence["layers"],
-                                     state.per_beam["layers"]):
+        for layer, cross, own, kernels in zip(self.decoder_layers, state.per_sentence["layers"],
+                                              state.per_beam["layers"],
+                                              state.constants["layers"]):
             x, layer_cache = layer(x, None, self_mask, cross_mask, cache={**cross, **own},
-                                   step=step, grow_cache=state.per_beam_grows)
+                                   step=step, grow_cache=state.per_beam_grows,
+                                   kernels=kernels)
             new_layers.append({k: layer_cache[k] for k in own})
         new_per_beam["layers"] = new_layers
         logits = self._logits(x, state.constants["output_kernel"])[:, 0, :]

@@ -1,0 +1,57 @@
+"""Weights laid out once for fast inference matrix products on CPU.
+
+TensorFlow's CPU matrix product (Eigen) runs at about half speed when the rows of its
+right-hand matrix are a multiple of 512 elements long: one thread multiplies
+[128, 256] x [256, 1024] at 44 GFLOP/s and [128, 256] x [256, 1040] at 84 on the
+benchmark machine (bench/README.md, "Kernel rows a multiple of 512 long"); 768 or 1280
+wide kernels are fast. A kernel of such a width is therefore copied once, before a
+search or an inference pass, into one with `PADDING` more zero columns (its bias with
+as many zeros); the product then has as many more columns, which `dense` drops, or
+which the next product of a pair consumes through as many zero rows of its own kernel
+(`pad_input_rows`; the feed-forward network's two products). The extra columns hold
+exact zeros, so only the order in which a kernel's sums are rounded can differ.
+
+Training keeps the plain kernels: the copy would be one more op per step on every
+device, and the re-laid kernels are only ever read, never trained.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+# Widths that are multiples of this many elements are padded.
+SLOW_WIDTH_MULTIPLE = 512
+# Zero columns added to such a width (64 bytes in float32: one cache line).
+PADDING = 16
+
+
+def laid_out_width(width: int) -> int:
+    """The number of columns a kernel `width` columns wide gets (`width` or width + PADDING)."""
+    return width + PADDING if width % SLOW_WIDTH_MULTIPLE == 0 else width
+
+
+def pad_output_columns(kernel, bias=None):
+    """(kernel [d_in, d_out'], bias [d_out'] or None): `kernel` [d_in, d_out] and `bias`
+    [d_out] with zero columns appended up to d_out' = laid_out_width(d_out)."""
+    width = kernel.shape[1]
+    extra = laid_out_width(width) - width
+    if extra == 0:
+        return kernel, bias
+    kernel = tf.pad(kernel, [[0, 0], [0, extra]])
+    return kernel, None if bias is None else tf.pad(bias, [[0, extra]])
+
+
+def pad_input_rows(kernel, rows: int):
+    """`kernel` [d_in, d_out] with zero rows appended up to `rows`: the kernel of a product
+    whose input comes with the zero columns of `pad_output_columns`."""
+    return tf.pad(kernel, [[0, rows - kernel.shape[0]], [0, 0]])
+
+
+def dense(x, kernel, bias, width: int, activation=None):
+    """x [rows, d_in] @ kernel (+ bias, then `activation`), the first `width` columns:
+    [rows, width]. `kernel` [d_in, width or more] (from `pad_output_columns`)."""
+    y = tf.matmul(x, kernel)
+    if bias is not None:
+        y = tf.nn.bias_add(y, bias)
+    if activation is not None:
+        y = activation(y)
+    return y if kernel.shape[1] == width else y[:, :width]
