@@ -129,3 +129,33 @@ def test_xla_search_with_laid_out_kernels_finds_the_graph_search_output(pad_mult
     xla = tf.function(lambda s: search(s, 12), jit_compile=True)(source)
     np.testing.assert_array_equal(xla.ids.numpy(), graph.ids.numpy())
     np.testing.assert_allclose(xla.scores.numpy(), graph.scores.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_kept_inference_weights_are_a_snapshot_that_loading_weights_refreshes(
+        tmp_path, pad_multiples_of_8):
+    from transformer_tf.training.checkpoints import load_weights
+
+    model, source, target = model_and_batch()
+    model((source, target))
+    weights_before = len(model.weights)
+    kept = model.keep_inference_weights()
+    assert model.keeps_inference_weights and len(kept) > 0
+    assert len(model.weights) == weights_before  # not Keras weights, not checkpointed
+    np.testing.assert_allclose(model((source, target), training=False).numpy(),
+                               model((source, target), training=True).numpy(),
+                               rtol=1e-4, atol=1e-4)
+
+    # Other weights, written as a checkpoint and loaded: the kept copies follow them.
+    other, _, _ = model_and_batch()
+    other((source, target))
+    for weight in other.weights:
+        weight.assign(weight * 1.5 + 0.01)
+    path = tf.train.Checkpoint(model=other).write(str(tmp_path / "ckpt"))
+    load_weights(model, path)
+    np.testing.assert_allclose(model((source, target), training=False).numpy(),
+                               other((source, target), training=False).numpy(),
+                               rtol=1e-4, atol=1e-4)
+    state = model.init_cache(model.encode(source), None)
+    logits, _ = model.decode_step(target[:, 0], 0, state)
+    np.testing.assert_allclose(logits.numpy(), other((source, target[:, :1]))[:, 0].numpy(),
+                               rtol=1e-4, atol=1e-4)

@@ -64,6 +64,10 @@ class IdsTranslator(tf.Module):
         # initialised ("Could not find variable ..."). Keras' own `model.export` does the
         # same; the weights are stored twice in the export's variables/.
         self.core_variables = [getattr(v, "value", v) for v in model.variables]
+        # Weights the search would otherwise re-arrange at every call, laid out once
+        # (a snapshot: `training.checkpoints.load_weights` refreshes it), tracked here
+        # so that an export holds them.
+        self.inference_variables = model.keep_inference_weights()
 
     def _search(self, source_ids, n_best):
         # One compiled function for every lane: each shape is compiled once, not per lane.

@@ -34,6 +34,12 @@ Optionally, `attention_weights(source_ids, target_input_ids)` returns the attent
 probabilities of one teacher-forced pass for inspection (see its docstring; the kinds
 are `ATTENTION_KINDS`). It is never on the training or decoding path.
 
+Optionally, `keep_inference_weights()` prepares once the weights inference would
+otherwise re-arrange at every call (the Transformer's laid-out kernels and W^T) and keeps
+them in variables, which it returns; `keeps_inference_weights` says whether it has. The
+kept copies are a snapshot: `training.checkpoints.load_weights` refreshes them, and a
+model that still trains never keeps them. `inference.translator` calls it.
+
 Losses are not part of a model: `transformer_tf.training` owns them, so a model has no
 training knob (label smoothing lives in TrainingConfig).
 """
@@ -94,6 +100,17 @@ class Seq2SeqModel(keras.Model):
 
     def decode_step(self, ids, step, state: DecoderState):
         raise NotImplementedError
+
+    def keep_inference_weights(self) -> list:
+        """Prepare and keep the weights inference re-arranges (see the module docstring);
+        again: refresh them in place. Returns the tf.Variables holding them, untracked by
+        Keras and by checkpoints (a module exporting the model tracks them). Default:
+        nothing to keep."""
+        return []
+
+    @property
+    def keeps_inference_weights(self) -> bool:
+        return False
 
     # Sizes. The defaults read the config fields the built-in families share (vocab_size,
     # resolved_target_vocab_size, max_position for both lengths); override them if yours differ.

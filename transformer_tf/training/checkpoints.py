@@ -282,6 +282,7 @@ def average_checkpoints(model, checkpoint_paths: list[str], output_prefix) -> st
             total += weight.numpy()
     for total, weight in zip(sums, model.weights):
         weight.assign(tf.cast(total / len(checkpoint_paths), weight.dtype))
+    _refresh_inference_weights(model)
     pathlib.Path(output_prefix).parent.mkdir(parents=True, exist_ok=True)
     return checkpoint.write(str(output_prefix))
 
@@ -341,6 +342,7 @@ def load_weights(model, checkpoint_path) -> None:
     Raises `CheckpointError` for a damaged checkpoint, or one that does not fit `model`
     (another configuration): one line naming the first variable that differs, not the
     warning per unrestored value TensorFlow logs when a failed restore is collected.
+    The inference copies a translator's model keeps are refreshed.
     """
     path = str(checkpoint_path)
     check_readable(path)
@@ -356,3 +358,11 @@ def load_weights(model, checkpoint_path) -> None:
     if mismatch is not None:
         raise CheckpointError(path, "does not fit the model built from the configuration "
                                     f"(trained with another one?): {mismatch}")
+    _refresh_inference_weights(model)
+
+
+def _refresh_inference_weights(model) -> None:
+    """Weights changed: a model that keeps inference copies of them
+    (`Seq2SeqModel.keep_inference_weights`, a translator's) lays them out again."""
+    if getattr(model, "keeps_inference_weights", False):
+        model.keep_inference_weights()
