@@ -128,6 +128,7 @@ def main(argv=None):
 
         model = Transformer(model_config_for(shape))
         model.build()
+        model.keep_inference_weights()  # as a Translator does: laid out once
         source[:, -1] = EOS_ID
         source = tf.constant(source)
         # The library's search, as bench/workers/decode_tf.py times it: 32 tokens exactly.

@@ -69,6 +69,7 @@ def main(argv=None):
         keras.utils.set_random_seed(0)
         model = Transformer(model_config_for(shape))
         model.build()
+        model.keep_inference_weights()  # as a Translator does: laid out once
         rng = np.random.default_rng(0)
         source = common.random_ids(rng, b, args.source_len, shape.vocab_size)
         source[:, -1] = EOS_ID
