@@ -243,9 +243,10 @@ class Transformer(Seq2SeqModel):
         x = self.source_dropout(x + self.source_positions(x), training=training)
         # (batch, 1 or source, source)
         mask = attention_mask(source_valid, source_valid, window=self.config.attention_window)
-        laid_out = None if training else self._laid_out("encoder")
-        for i, layer in enumerate(self.encoder_layers):
-            kernels = None if training else laid_out[i]
+        # Training keeps the plain kernels (gradients flow to the variables themselves).
+        per_layer = ([None] * len(self.encoder_layers) if training
+                     else self._laid_out("encoder"))
+        for layer, kernels in zip(self.encoder_layers, per_layer):
             if weights is None:
                 x = layer(x, attention_mask=mask, training=training, kernels=kernels)
             else:
@@ -268,9 +269,10 @@ class Transformer(Seq2SeqModel):
         self_mask = attention_mask(target_valid, target_valid, causal=True,
                                    window=self.config.attention_window)
         cross_mask = source_valid[:, None, :]  # (batch, 1, source)
-        laid_out = None if training else self._laid_out("decoder")
-        for i, layer in enumerate(self.decoder_layers):
-            kernels = None if training else laid_out[i]
+        # Training keeps the plain kernels (gradients flow to the variables themselves).
+        per_layer = ([None] * len(self.decoder_layers) if training
+                     else self._laid_out("decoder"))
+        for layer, kernels in zip(self.decoder_layers, per_layer):
             if weights is None:
                 x = layer(x, encoder_output, self_mask, cross_mask, training=training,
                           kernels=kernels)
