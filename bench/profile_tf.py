@@ -81,6 +81,11 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=64, help="serving: sentences per call")
     parser.add_argument("--logdir", default=None, help="keep the trace here (default: temp)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--intra-op", type=int, default=common.THREADS,
+                        help=f"threads per operation (default {common.THREADS})")
+    parser.add_argument("--inter-op", type=int, default=1,
+                        help="operations run at once (default 1; an export with lanes "
+                             "wants intra-op 1 and inter-op = lanes)")
     args = parser.parse_args(argv)
     if args.what == "serving" and not (args.saved_model and args.sentences):
         parser.error("--what serving needs --saved-model and --sentences")
@@ -91,8 +96,8 @@ def main(argv=None):
     import numpy as np
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(common.THREADS)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op)
     import keras
 
     from train_tf import model_config_for

@@ -550,11 +550,11 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
 
     ours, ours_error = serve("serving_savedmodel", "savedmodel", prepared["savedmodel"])
     variants = {}
-    for variant in ("unchunked", "chunked_xla", "k_finished", "lanes"):
+    for variant in ("unchunked", "chunked_xla", "k_finished", "lanes", "lanes_k_finished"):
         variants[variant] = serve(
             f"serving_savedmodel_{variant}", "savedmodel", prepared[f"savedmodel_{variant}"],
             *(["--warm-up-buckets"] if variant.endswith("xla") else []),
-            *(in_lanes if variant == "lanes" else []))
+            *(in_lanes if variant.startswith("lanes") else []))
     peer, peer_error = serve("serving_ctranslate2", "ctranslate2", prepared["ctranslate2"])
     peer_lanes, _ = serve("serving_ctranslate2_lanes", "ctranslate2", prepared["ctranslate2"],
                           *in_lanes)
@@ -563,6 +563,9 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
                                  prepared["savedmodel_greedy"])
     greedy_lanes, _ = serve("serving_savedmodel_greedy_lanes", "savedmodel",
                             prepared["savedmodel_greedy_lanes"], *in_lanes)
+    greedy_xla, greedy_xla_error = serve("serving_savedmodel_greedy_chunked_xla", "savedmodel",
+                                         prepared["savedmodel_greedy_chunked_xla"],
+                                         "--warm-up-buckets")
     peer_greedy, peer_greedy_error = serve("serving_ctranslate2_greedy", "ctranslate2",
                                            prepared["ctranslate2_greedy"])
     peer_greedy_lanes, _ = serve("serving_ctranslate2_greedy_lanes", "ctranslate2",
@@ -572,19 +575,28 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
     for batch in (1, 8, 64):
         mine, theirs = _run_where(greedy, batch=batch), _run_where(peer_greedy, batch=batch)
         mine_lanes = _run_where(greedy_lanes, batch=batch)
+        mine_xla = _run_where(greedy_xla, batch=batch)
         theirs_lanes = _run_where(peer_greedy_lanes, batch=batch)
         entry = {
             "metric": "sentences_per_s", "higher_is_better": True,
             "ours": _get(mine, "sentences_per_s"), "peer": _get(theirs, "sentences_per_s"),
             "ours_lanes": _get(mine_lanes, "sentences_per_s"),
+            "ours_chunked_xla": _get(mine_xla, "sentences_per_s"),
             "peer_lanes": _get(theirs_lanes, "sentences_per_s"), "lanes": prepared["lanes"],
             "chunk_size": prepared.get("chunk_size"),
+            "xla_chunk_size": prepared.get("xla_chunk_size"),
             "peer_name": "CTranslate2 float32, greedy, on the converted checkpoint",
-            "ours_error": greedy_error, "peer_missing": peer_greedy_error,
+            "ours_error": greedy_error, "ours_chunked_xla_error": greedy_xla_error,
+            "peer_missing": peer_greedy_error,
             "model_dir": str(model_dir), "checkpoint": prepared.get("checkpoint"),
             "details": {"ours": mine, "peer": theirs, "ours_lanes": mine_lanes,
-                        "peer_lanes": theirs_lanes},
+                        "ours_chunked_xla": mine_xla, "peer_lanes": theirs_lanes},
         }
+        if batch == 1:
+            for who, result in (("ours", mine), ("ours_chunked_xla", mine_xla),
+                                ("peer", theirs)):
+                for q in ("p50", "p99"):
+                    entry[f"{who}_latency_{q}_ms"] = _get(result, f"latency_{q}_ms")
         if batch == 64:
             entry["target_ratio"] = TARGETS["serving_greedy_vs_ctranslate2_batch64"]
         benchmarks[f"serving_multi30k_greedy_batch{batch}"] = compare(entry)
@@ -618,7 +630,16 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
                     entry[f"{who}_latency_{q}_ms"] = _get(result, f"latency_{q}_ms")
         if batch == 64:
             entry["target_ratio"] = TARGETS["serving_vs_ctranslate2_batch64"]
-        benchmarks[f"serving_multi30k_beam4_batch{batch}"] = compare(entry)
+        compare(entry)
+        # CTranslate2 stops a sentence once beam-size hypotheses have finished (with a
+        # length penalty): our k_finished exports search by the same rule.
+        entry["ratio_same_rule"] = _ratio(
+            _best(entry, "ours_k_finished", "ours_lanes_k_finished"),
+            _best(entry, "peer", "peer_lanes"))
+        if "target_ratio" in entry:
+            entry["meets_target_same_rule"] = _meets(entry["ratio_same_rule"],
+                                                     entry["target_ratio"])
+        benchmarks[f"serving_multi30k_beam4_batch{batch}"] = entry
 
 
 def _bfloat16(runner, settings, benchmarks, shapes, train_results) -> None:
@@ -736,6 +757,9 @@ def print_table(report: dict) -> None:
         if "ratio_best" in e:
             print(f"    each engine at its best (our variants; the peer with and without "
                   f"lanes): ratio {_fmt(e['ratio_best'], 2)}")
+        if "ratio_same_rule" in e:
+            print(f"    both stopping once beam-size hypotheses have finished (our k_finished "
+                  f"exports): ratio {_fmt(e['ratio_same_rule'], 2)}")
         if e.get("peer_missing"):
             print(f"    peer missing: {e['peer_missing']}")
         if e.get("skipped"):

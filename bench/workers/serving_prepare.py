@@ -10,10 +10,10 @@ rows at a time), DIR/savedmodel_unchunked (each request searched as one batch),
 DIR/savedmodel_chunked_xla (chunks of --xla-chunk-size, each chunk's search compiled by
 XLA), DIR/savedmodel_k_finished (the default with CTranslate2's stopping rule: a sentence
 stops once beam-size hypotheses have finished), DIR/savedmodel_lanes (the default in
---lanes lanes, one per thread of the benchmark), DIR/ctranslate2
-(scripts/export_ctranslate2.py's model), and DIR/savedmodel_greedy,
-DIR/savedmodel_greedy_lanes and DIR/ctranslate2_greedy (beam 1, both engines). Prints
-their paths as JSON.
+--lanes lanes, one per thread of the benchmark), DIR/savedmodel_lanes_k_finished (both),
+DIR/ctranslate2 (scripts/export_ctranslate2.py's model), and DIR/savedmodel_greedy,
+DIR/savedmodel_greedy_lanes, DIR/savedmodel_greedy_chunked_xla and DIR/ctranslate2_greedy
+(beam 1, both engines). Prints their paths as JSON.
 """
 from __future__ import annotations
 
@@ -51,39 +51,29 @@ def main(argv=None):
         args.chunk_size = DecodingConfig().chunk_size
     out = Path(args.out)
     started = time.perf_counter()
-    saved = export_model_dir(args.model_dir, out / "savedmodel", overwrite=True,
-                             beam_size=args.beam_size, alpha=args.alpha,
-                             chunk_size=args.chunk_size)
-    unchunked = export_model_dir(args.model_dir, out / "savedmodel_unchunked",
-                                 overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
-                                 chunk_size=0)
-    chunked_xla = export_model_dir(args.model_dir, out / "savedmodel_chunked_xla",
-                                   overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
-                                   chunk_size=args.xla_chunk_size, xla=True)
-    k_finished = export_model_dir(args.model_dir, out / "savedmodel_k_finished",
-                                  overwrite=True, beam_size=args.beam_size, alpha=args.alpha,
-                                  chunk_size=args.chunk_size, stopping="k_finished")
-    lanes = export_model_dir(args.model_dir, out / "savedmodel_lanes", overwrite=True,
-                             beam_size=args.beam_size, alpha=args.alpha,
-                             chunk_size=args.chunk_size, lanes=args.lanes)
-    converted = export_model_dir_ctranslate2(args.model_dir, out / "ctranslate2", overwrite=True,
-                                             beam_size=args.beam_size, alpha=args.alpha)
-    # Greedy search (beam 1) in both engines: the issue's second serving target.
-    greedy = export_model_dir(args.model_dir, out / "savedmodel_greedy", overwrite=True,
-                              beam_size=1, alpha=0.0, chunk_size=args.chunk_size)
-    greedy_lanes = export_model_dir(args.model_dir, out / "savedmodel_greedy_lanes",
-                                    overwrite=True, beam_size=1, alpha=0.0,
-                                    chunk_size=args.chunk_size, lanes=args.lanes)
-    converted_greedy = export_model_dir_ctranslate2(
-        args.model_dir, out / "ctranslate2_greedy", overwrite=True, beam_size=1, alpha=0.0)
-    common.emit({"savedmodel": str(saved), "savedmodel_unchunked": str(unchunked),
-                 "savedmodel_chunked_xla": str(chunked_xla),
-                 "savedmodel_k_finished": str(k_finished),
-                 "savedmodel_lanes": str(lanes), "savedmodel_greedy_lanes": str(greedy_lanes),
-                 "lanes": args.lanes,
-                 "chunk_size": args.chunk_size, "xla_chunk_size": args.xla_chunk_size,
-                 "ctranslate2": str(converted), "savedmodel_greedy": str(greedy),
-                 "ctranslate2_greedy": str(converted_greedy),
+    beam = {"beam_size": args.beam_size, "alpha": args.alpha}
+    greedy = {"beam_size": 1, "alpha": 0.0}
+    default, xla = {"chunk_size": args.chunk_size}, {"chunk_size": args.xla_chunk_size, "xla": True}
+    lanes, k_finished = {"lanes": args.lanes}, {"stopping": "k_finished"}
+    exports = {  # SavedModel name -> export_model_dir's decoding overrides
+        "savedmodel": {**beam, **default},
+        "savedmodel_unchunked": {**beam, "chunk_size": 0},
+        "savedmodel_chunked_xla": {**beam, **xla},
+        "savedmodel_k_finished": {**beam, **default, **k_finished},
+        "savedmodel_lanes": {**beam, **default, **lanes},
+        "savedmodel_lanes_k_finished": {**beam, **default, **lanes, **k_finished},
+        # Greedy search (beam 1): the issue's second serving target.
+        "savedmodel_greedy": {**greedy, **default},
+        "savedmodel_greedy_lanes": {**greedy, **default, **lanes},
+        "savedmodel_greedy_chunked_xla": {**greedy, **xla},
+    }
+    paths = {name: str(export_model_dir(args.model_dir, out / name, overwrite=True, **overrides))
+             for name, overrides in exports.items()}
+    for name, overrides in (("ctranslate2", beam), ("ctranslate2_greedy", greedy)):
+        paths[name] = str(export_model_dir_ctranslate2(args.model_dir, out / name,
+                                                       overwrite=True, **overrides))
+    common.emit({**paths, "lanes": args.lanes, "chunk_size": args.chunk_size,
+                 "xla_chunk_size": args.xla_chunk_size,
                  "checkpoint": pick_checkpoint(args.model_dir),
                  "beam_size": args.beam_size, "alpha": args.alpha,
                  "seconds": round(time.perf_counter() - started, 1)})
