@@ -170,6 +170,13 @@ def _reorder_cache(cache, flat_indices: tf.Tensor):
     return tf.nest.map_structure(lambda x: tf.gather(x, flat_indices, axis=0), cache)
 
 
+def _with_static_shape_of(tensor: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
+    """`tensor` with `like`'s static shape (same shape at run time; TF's shape inference
+    may have lost sizes on the way, e.g. through a gather by indices from a top-k)."""
+    tensor.set_shape(like.shape)
+    return tensor
+
+
 def _resolve_max_lengths(max_lengths, batch_size, max_decode_length):
     """Returns (max_lengths int32 [batch] clipped to [1, L], L int or scalar tensor)."""
     max_lengths = tf.convert_to_tensor(max_lengths, dtype=tf.int32)
@@ -418,6 +425,8 @@ def beam_search(
                             lambda: _reorder_cache(cache, parents), lambda: cache)
         else:
             cache = _reorder_cache(cache, parents)
+        if not (cache_grows or compact):  # fixed shapes: the same rows, reordered
+            cache = tf.nest.map_structure(_with_static_shape_of, cache, state.cache)
         new = new._replace(ids=tf.reshape(new.ids, [-1]), cache=cache)
         return (new,)
 
