@@ -221,3 +221,42 @@ def test_config_round_trip_and_errors():
         ConvS2SConfig(decoder_layers=((8, 3),) * 2, decoder_attention=(True,))
     with pytest.raises(ConfigError, match="encoder_layers"):
         ConvS2SConfig(encoder_layers=((8, 0),))
+
+
+def test_kept_decoder_kernels_are_a_snapshot_that_loading_weights_refreshes(tmp_path):
+    from transformer_tf.training.checkpoints import load_weights
+
+    def fresh(seed):
+        keras.utils.set_random_seed(seed)
+        m = ConvS2S(CONFIG)
+        m.build()
+        return m
+
+    def incremental(m, source, target):  # [batch, T, V] step by step through the state
+        state = m.init_cache(m.encode(source), target.shape[1])
+        steps = []
+        for t in range(target.shape[1]):
+            logits, state = m.decode_step(target[:, t], t, state)
+            steps.append(logits)
+        return tf.stack(steps, axis=1).numpy()
+
+    rng = np.random.default_rng(9)
+    source, target = _ids(rng, [4, 6]), _ids(rng, [5, 5], eos=2)
+    kept_model, other = fresh(12), fresh(13)
+    weights_before = len(kept_model.weights)
+    kept = kept_model.keep_inference_weights()
+    assert kept_model.keeps_inference_weights and len(kept_model.weights) == weights_before
+    # One kernel (and no more) per weight-normalised decoder layer: input, output,
+    # projection, and each block's and attention's own.
+    assert len(kept) == len(tf.nest.flatten(kept_model.prepare_inference_weights("decoder")))
+    before = kept_model((source, target)).numpy()
+    np.testing.assert_allclose(incremental(kept_model, source, target), before, atol=1e-5)
+    # A snapshot: the search reads the kept kernels, not the variables behind them.
+    for weight in kept_model.output_projection.weights:
+        weight.assign(weight * 1.5)
+    np.testing.assert_allclose(incremental(kept_model, source, target), before, atol=1e-5)
+
+    path = tf.train.Checkpoint(model=other).write(str(tmp_path / "ckpt"))
+    load_weights(kept_model, path)
+    np.testing.assert_allclose(incremental(kept_model, source, target),
+                               other((source, target)).numpy(), atol=1e-5)

@@ -34,11 +34,14 @@ Optionally, `attention_weights(source_ids, target_input_ids)` returns the attent
 probabilities of one teacher-forced pass for inspection (see its docstring; the kinds
 are `ATTENTION_KINDS`). It is never on the training or decoding path.
 
-Optionally, `keep_inference_weights()` prepares once the weights inference would
-otherwise re-arrange at every call (the Transformer's laid-out kernels and W^T) and keeps
-them in variables, which it returns; `keeps_inference_weights` says whether it has. The
-kept copies are a snapshot: `training.checkpoints.load_weights` refreshes them, and a
-model that still trains never keeps them. `inference.translator` calls it.
+Optionally, a model names in `INFERENCE_WEIGHT_PARTS` the weights inference would
+otherwise re-arrange at every call (the Transformer's laid-out kernels and W^T, ConvS2S'
+weight-normalised decoder kernels), prepares each part in `prepare_inference_weights(part)`
+and reads them through `inference_weights(part)`. `keep_inference_weights()` then
+prepares them once and keeps them in variables, which it returns;
+`keeps_inference_weights` says whether it has. The kept copies are a snapshot:
+`training.checkpoints.load_weights` refreshes them, and a model that still trains never
+keeps them. `inference.translator` calls it.
 
 Losses are not part of a model: `transformer_tf.training` owns them, so a model has no
 training knob (label smoothing lives in TrainingConfig).
@@ -101,16 +104,49 @@ class Seq2SeqModel(keras.Model):
     def decode_step(self, ids, step, state: DecoderState):
         raise NotImplementedError
 
+    # ---------------------------------------------------------------- optional
+    # The parts of the weights that inference re-arranges (laid-out kernels, W^T,
+    # weight-normalised kernels ...), each prepared by `prepare_inference_weights(part)`.
+    INFERENCE_WEIGHT_PARTS: tuple = ()
+
+    def prepare_inference_weights(self, part: str):
+        """`part`'s weights as inference uses them, computed now from the model's weights:
+        nested tensors, None leaves allowed. Override with INFERENCE_WEIGHT_PARTS."""
+        raise NotImplementedError(f"{type(self).__name__} prepares no inference weights")
+
+    def inference_weights(self, part: str):
+        """`part`'s prepared weights: the kept snapshot (as tensors) once
+        `keep_inference_weights` has run, else prepared now."""
+        kept = self.__dict__.get("_kept_inference_weights")
+        if kept is None:
+            return self.prepare_inference_weights(part)
+        return tf.nest.map_structure(
+            lambda v: None if v is None else tf.convert_to_tensor(v), kept[part])
+
     def keep_inference_weights(self) -> list:
-        """Prepare and keep the weights inference re-arranges (see the module docstring);
-        again: refresh them in place. Returns the tf.Variables holding them, untracked by
-        Keras and by checkpoints (a module exporting the model tracks them). Default:
-        nothing to keep."""
-        return []
+        """Prepares every part of INFERENCE_WEIGHT_PARTS once and keeps it in variables (a
+        snapshot of the current weights; another call refreshes them in place), so that a
+        search no longer prepares them at every call. Costs their memory. Returns the
+        variables: untracked by Keras and by checkpoints (a module exporting the model
+        tracks them); none for a model without parts."""
+        if not self.INFERENCE_WEIGHT_PARTS:
+            return []
+        fresh = {part: self.prepare_inference_weights(part)
+                 for part in self.INFERENCE_WEIGHT_PARTS}
+        kept = self.__dict__.get("_kept_inference_weights")
+        if kept is None:
+            # Set in __dict__, where neither Keras nor tf.train.Checkpoint tracks it: the
+            # model's weights and checkpoints stay as they are, and restoring one stays exact.
+            self.__dict__["_kept_inference_weights"] = tf.nest.map_structure(
+                lambda t: None if t is None else tf.Variable(t, trainable=False), fresh)
+        else:
+            tf.nest.map_structure(lambda v, t: None if v is None else v.assign(t), kept, fresh)
+        return [v for v in tf.nest.flatten(self.__dict__["_kept_inference_weights"])
+                if v is not None]
 
     @property
     def keeps_inference_weights(self) -> bool:
-        return False
+        return self.__dict__.get("_kept_inference_weights") is not None
 
     # Sizes. The defaults read the config fields the built-in families share (vocab_size,
     # resolved_target_vocab_size, max_position for both lengths); override them if yours differ.

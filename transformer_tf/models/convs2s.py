@@ -235,7 +235,7 @@ class ConvS2S(Seq2SeqModel):
               (zeros at the start: the causal convolution's left padding);
             constants: the decoder's weight-normalised kernels g * v / ||v||, computed
               once per search instead of at every step (the output projection alone is
-              embedding_dim x vocabulary).
+              embedding_dim x vocabulary), or once per translator when kept.
         """
         del max_length
         batch_size = tf.shape(encoded["keys"])[0]
@@ -244,13 +244,22 @@ class ConvS2S(Seq2SeqModel):
         for width, kernel in self.config.decoder_layers:
             buffers.append(tf.zeros([batch_size, kernel - 1, in_width], self.compute_dtype))
             in_width = width
-        kernels = {"decoder_input": self.decoder_input.kernel(),
-                   "decoder_output": self.decoder_output.kernel(),
-                   "output_projection": self.output_projection.kernel(),
-                   "blocks": [block.kernels() for block, _ in self.decoder_blocks],
-                   "attention": [attention.kernels() if attention is not None else {}
-                                 for _, attention in self.decoder_blocks]}
-        return DecoderState(per_sentence=encoded, per_beam=buffers, constants=kernels)
+        return DecoderState(per_sentence=encoded, per_beam=buffers,
+                            constants=self.inference_weights("decoder"))
+
+    # The decoder's weight-normalised kernels, kept by a translator (the contract's
+    # `keep_inference_weights`) instead of being derived again for every search.
+    INFERENCE_WEIGHT_PARTS = ("decoder",)
+
+    def prepare_inference_weights(self, part: str):
+        if part != "decoder":
+            raise ValueError(f"ConvS2S has no inference weights {part!r}")
+        return {"decoder_input": self.decoder_input.kernel(),
+                "decoder_output": self.decoder_output.kernel(),
+                "output_projection": self.output_projection.kernel(),
+                "blocks": [block.kernels() for block, _ in self.decoder_blocks],
+                "attention": [attention.kernels() if attention is not None else {}
+                              for _, attention in self.decoder_blocks]}
 
     def decode_step(self, ids, step, state: DecoderState):
         """One decoding step: ids int [batch] at position `step` -> (float32 logits

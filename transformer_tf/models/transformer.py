@@ -139,44 +139,18 @@ class Transformer(Seq2SeqModel):
             self.build()
 
     # ------------------------------------------------------------------ inference weights
-    def _laid_out(self, part: str):
-        """Inference weights of one part, in `layers.kernel_layout`'s layout: "encoder" and
-        "decoder", per layer its `inference_kernels()`; "output_kernel", W^T [d_model,
-        vocab']. Read from the kept variables when there are, else laid out now."""
-        kept = self.__dict__.get("_kept_inference_weights")
-        if kept is None:
-            return self._lay_out(part)
-        return tf.nest.map_structure(
-            lambda v: None if v is None else tf.convert_to_tensor(v), kept[part])
+    # In `layers.kernel_layout`'s layout: "encoder" and "decoder", per layer its
+    # `inference_kernels()`; "output_kernel", W^T [d_model, vocab']. Kept (the contract's
+    # `keep_inference_weights`), they save about 6 ms per call at the `multi30k` shape and
+    # 100 ms at `base` on one core here, mostly W^T's transposition.
+    INFERENCE_WEIGHT_PARTS = ("encoder", "decoder", "output_kernel")
 
-    def _lay_out(self, part: str):
+    def prepare_inference_weights(self, part: str):
+        self._build_once()  # inference_kernels() reads the weights before any layer call
         if part == "output_kernel":
             return self.output_projection.output_kernel()
         layers = self.encoder_layers if part == "encoder" else self.decoder_layers
         return [layer.inference_kernels() for layer in layers]
-
-    def keep_inference_weights(self) -> list:
-        """Lays out the inference weights once into variables (a snapshot of the current
-        weights; another call refreshes them in place), so that a search no longer
-        re-arranges them at every call: about 6 ms per call at the `multi30k` shape and
-        100 ms at `base` on one core here, mostly W^T. Costs their memory: W^T, and a
-        copy of every kernel. Returns the variables."""
-        self._build_once()
-        fresh = {part: self._lay_out(part) for part in ("encoder", "decoder", "output_kernel")}
-        kept = self.__dict__.get("_kept_inference_weights")
-        if kept is None:
-            # Set in __dict__, where neither Keras nor tf.train.Checkpoint tracks it: the
-            # model's weights and checkpoints stay as they are, and restoring one stays exact.
-            self.__dict__["_kept_inference_weights"] = tf.nest.map_structure(
-                lambda t: None if t is None else tf.Variable(t, trainable=False), fresh)
-        else:
-            tf.nest.map_structure(lambda v, t: None if v is None else v.assign(t), kept, fresh)
-        return [v for v in tf.nest.flatten(self.__dict__["_kept_inference_weights"])
-                if v is not None]
-
-    @property
-    def keeps_inference_weights(self) -> bool:
-        return self.__dict__.get("_kept_inference_weights") is not None
 
     # ------------------------------------------------------------------ contract sizes
     # (vocabulary sizes and maximum lengths: Seq2SeqModel's defaults, from the config)
@@ -237,7 +211,7 @@ class Transformer(Seq2SeqModel):
     def _encoder_stack(self, source_ids, training, weights=None):
         """`encode`; with a `weights` dict, each layer's self-attention weights are also
         appended to weights["encoder"]."""
-        self._build_once()  # inference_kernels() reads the weights before any layer call
+        self._build_once()  # the whole model, before any of its layers builds itself
         source_valid = padding_mask(source_ids, PAD_ID)
         x = self.source_embedding(source_ids)
         x = self.source_dropout(x + self.source_positions(x), training=training)
@@ -245,7 +219,7 @@ class Transformer(Seq2SeqModel):
         mask = attention_mask(source_valid, source_valid, window=self.config.attention_window)
         # Training keeps the plain kernels (gradients flow to the variables themselves).
         per_layer = ([None] * len(self.encoder_layers) if training
-                     else self._laid_out("encoder"))
+                     else self.inference_weights("encoder"))
         for layer, kernels in zip(self.encoder_layers, per_layer):
             if weights is None:
                 x = layer(x, attention_mask=mask, training=training, kernels=kernels)
@@ -271,7 +245,7 @@ class Transformer(Seq2SeqModel):
         cross_mask = source_valid[:, None, :]  # (batch, 1, source)
         # Training keeps the plain kernels (gradients flow to the variables themselves).
         per_layer = ([None] * len(self.decoder_layers) if training
-                     else self._laid_out("decoder"))
+                     else self.inference_weights("decoder"))
         for layer, kernels in zip(self.decoder_layers, per_layer):
             if weights is None:
                 x = layer(x, encoder_output, self_mask, cross_mask, training=training,
@@ -344,7 +318,7 @@ class Transformer(Seq2SeqModel):
         batch_size = tf.shape(encoder_output)[0]
         cross, own = [], []
         grows = max_length is None
-        kernels = self._laid_out("decoder")
+        kernels = self.inference_weights("decoder")
         for layer, layer_kernels in zip(self.decoder_layers, kernels):
             self_key, self_value = layer.self_attention.empty_cache(
                 batch_size, 0 if grows else max_length)
@@ -361,7 +335,8 @@ class Transformer(Seq2SeqModel):
         return DecoderState(
             per_sentence=per_sentence,
             per_beam=per_beam,
-            constants={"output_kernel": self._laid_out("output_kernel"), "layers": kernels},
+            constants={"output_kernel": self.inference_weights("output_kernel"),
+                       "layers": kernels},
             per_beam_grows=grows)
 
     def decode_step(self, ids, step, state: DecoderState):
