@@ -159,3 +159,29 @@ def test_kept_inference_weights_are_a_snapshot_that_loading_weights_refreshes(
     logits, _ = model.decode_step(target[:, 0], 0, state)
     np.testing.assert_allclose(logits.numpy(), other((source, target[:, :1]))[:, 0].numpy(),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_projections_the_layout_leaves_alone_are_not_copied(monkeypatch):
+    # Multiples of 20: d_ff 40 and the vocabulary of 40 get padded, d_model 24 (every
+    # attention projection) does not, so attention reads its own kernels.
+    monkeypatch.setattr(kernel_layout, "SLOW_WIDTH_MULTIPLE", 20)
+    model, source, target = model_and_batch()
+    model((source, target))
+    assert all(k is None for k in model.decoder_layers[0].self_attention.inference_kernels()
+               .values())
+    kept = model.keep_inference_weights()
+    d, ff, vocab, pad = SMALL.d_model, SMALL.d_ff, SMALL.vocab_size, kernel_layout.PADDING
+    ffn_elements = d * (ff + pad) + (ff + pad) + (ff + pad) * d + d  # both kernels, biases
+    layers = 2 * SMALL.num_layers
+    assert sum(v.shape.num_elements() for v in kept) == layers * ffn_elements + d * (vocab + pad)
+    np.testing.assert_allclose(model((source, target), training=False).numpy(),
+                               model((source, target), training=True).numpy(),
+                               rtol=1e-4, atol=1e-4)
+    state = model.init_cache(model.encode(source), None)
+    steps = []
+    for step in range(target.shape[1]):
+        logits, state = model.decode_step(target[:, step], step, state)
+        steps.append(logits)
+    np.testing.assert_allclose(tf.stack(steps, axis=1).numpy(),
+                               model((source, target), training=True).numpy(),
+                               rtol=1e-4, atol=1e-4)

@@ -132,8 +132,10 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
     def inference_kernels(self):
         """{"query", "key", "value", "output"}: each projection's (2-D kernel, bias or
         None) in the compute dtype, laid out once for inference products
-        (`layers.kernel_layout`), for `call(..., kernels=...)` and `project_key_value`.
-        None when Keras has quantized the weights (their own path)."""
+        (`layers.kernel_layout`), for `call(..., kernels=...)` and `project_key_value`;
+        None for a projection whose width the layout leaves alone (its product reads the
+        layer's own kernel, reshaped: a kept copy would only duplicate it). None when
+        Keras has quantized the weights (their own path)."""
         denses = {"query": self._query_dense, "key": self._key_dense,
                   "value": self._value_dense, "output": self._output_dense}
         if any(dense.quantization_mode is not None for dense in denses.values()):
@@ -141,8 +143,11 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
         laid_out = {}
         for name, dense in denses.items():
             kernel, bias = self._weights_of(dense)
-            kernel = tf.reshape(kernel, [-1, kernel.shape[-1] if name == "output"
-                                         else kernel.shape[1] * kernel.shape[2]])
+            width = kernel.shape[-1] if name == "output" else kernel.shape[1] * kernel.shape[2]
+            if kernel_layout.laid_out_width(width) == width:
+                laid_out[name] = None
+                continue
+            kernel = tf.reshape(kernel, [-1, width])
             if bias is not None:
                 bias = tf.reshape(bias, [-1])
             laid_out[name] = kernel_layout.pad_output_columns(kernel, bias)
