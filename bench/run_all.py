@@ -237,8 +237,13 @@ def compare(entry: dict) -> dict:
         peer; "peak_gflops"
       "peer_lanes" (the peer in     "ratio_best" = the best of ours and ours_<variant> /
         its own lanes)              the better of peer and peer_lanes
+      "ours_k_finished" or          "ratio_same_rule" = the better of them / the better
+        "ours_lanes_k_finished"       of peer and peer_lanes: CTranslate2's own stopping
+        (and "peer_lanes")            rule (a sentence ends once beam-size hypotheses
+                                      have finished, with a length penalty)
       "target_ratio"              "meets_target": ratio_best if present, else the best of
-                                    ratio and ratio_<variant>, >= it
+                                    ratio and ratio_<variant>, >= it; with ratio_same_rule
+                                    also "meets_target_same_rule"
       "target_fraction_of_peak"   "meets_peak_target": the better of ours' and ours_xla's
                                     fraction of peak >= it
     """
@@ -255,8 +260,15 @@ def compare(entry: dict) -> dict:
         best_ratio = entry["ratio_best"] = _ratio(
             _best(entry, "ours", *(f"ours_{v}" for v in OUR_VARIANTS)),
             _best(entry, "peer", "peer_lanes"))
+    if "ours_k_finished" in entry or "ours_lanes_k_finished" in entry:
+        entry["ratio_same_rule"] = _ratio(
+            _best(entry, "ours_k_finished", "ours_lanes_k_finished"),
+            _best(entry, "peer", "peer_lanes"))
     if "target_ratio" in entry:
         entry["meets_target"] = _meets(best_ratio, entry["target_ratio"])
+        if "ratio_same_rule" in entry:
+            entry["meets_target_same_rule"] = _meets(entry["ratio_same_rule"],
+                                                     entry["target_ratio"])
     if "target_fraction_of_peak" in entry:
         entry["meets_peak_target"] = _meets(
             _best(entry, "ours_fraction_of_peak", "ours_xla_fraction_of_peak"),
@@ -503,6 +515,13 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
     return report
 
 
+def _add_latencies(entry: dict, **results) -> None:
+    """entry["<who>_latency_{p50,p99}_ms"] from each serving worker's batch-1 result."""
+    for who, result in results.items():
+        for q in ("p50", "p99"):
+            entry[f"{who}_latency_{q}_ms"] = _get(result, f"latency_{q}_ms")
+
+
 def _test_2016_source() -> Path | None:
     path = common.multi30k_test_2016("en")
     return path if path.exists() else None
@@ -593,10 +612,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
                         "ours_chunked_xla": mine_xla, "peer_lanes": theirs_lanes},
         }
         if batch == 1:
-            for who, result in (("ours", mine), ("ours_chunked_xla", mine_xla),
-                                ("peer", theirs)):
-                for q in ("p50", "p99"):
-                    entry[f"{who}_latency_{q}_ms"] = _get(result, f"latency_{q}_ms")
+            _add_latencies(entry, ours=mine, ours_chunked_xla=mine_xla, peer=theirs)
         if batch == 64:
             entry["target_ratio"] = TARGETS["serving_greedy_vs_ctranslate2_batch64"]
         benchmarks[f"serving_multi30k_greedy_batch{batch}"] = compare(entry)
@@ -625,21 +641,10 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
                         "peer_decoding": _get(peer, "decoding")},
         }
         if batch == 1:
-            for who, result in (("ours", mine), ("peer", theirs)):
-                for q in ("p50", "p99"):
-                    entry[f"{who}_latency_{q}_ms"] = _get(result, f"latency_{q}_ms")
+            _add_latencies(entry, ours=mine, peer=theirs)
         if batch == 64:
             entry["target_ratio"] = TARGETS["serving_vs_ctranslate2_batch64"]
-        compare(entry)
-        # CTranslate2 stops a sentence once beam-size hypotheses have finished (with a
-        # length penalty): our k_finished exports search by the same rule.
-        entry["ratio_same_rule"] = _ratio(
-            _best(entry, "ours_k_finished", "ours_lanes_k_finished"),
-            _best(entry, "peer", "peer_lanes"))
-        if "target_ratio" in entry:
-            entry["meets_target_same_rule"] = _meets(entry["ratio_same_rule"],
-                                                     entry["target_ratio"])
-        benchmarks[f"serving_multi30k_beam4_batch{batch}"] = entry
+        benchmarks[f"serving_multi30k_beam4_batch{batch}"] = compare(entry)
 
 
 def _bfloat16(runner, settings, benchmarks, shapes, train_results) -> None:
