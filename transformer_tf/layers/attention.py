@@ -142,11 +142,12 @@ class CachedMultiHeadAttention(keras.layers.MultiHeadAttention):
             return None
         laid_out = {}
         for name, dense in denses.items():
-            kernel, bias = self._weights_of(dense)
-            width = kernel.shape[-1] if name == "output" else kernel.shape[1] * kernel.shape[2]
+            shape = dense.kernel.shape
+            width = shape[-1] if name == "output" else shape[1] * shape[2]
             if kernel_layout.laid_out_width(width) == width:
                 laid_out[name] = None
                 continue
+            kernel, bias = self._weights_of(dense)
             kernel = tf.reshape(kernel, [-1, width])
             if bias is not None:
                 bias = tf.reshape(bias, [-1])
