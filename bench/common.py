@@ -112,16 +112,42 @@ def training_flops(shape: Shape, batch: int, source_len: int, target_len: int) -
 
 def decoding_flops(shape: Shape, batch: int, source_len: int, output_len: int,
                    beam: int) -> float:
-    """Forward FLOPs of a cached decode: 2 x parameters x tokens.
+    """Forward FLOPs of a cached decode of `batch` sentences of these lengths."""
+    return translation_flops(shape, batch * source_len, batch * output_len, beam)
+
+
+def translation_flops(shape: Shape, source_tokens: int, output_tokens: int,
+                      beam: int) -> float:
+    """Forward FLOPs of translating sentences of `source_tokens` tokens in all into
+    `output_tokens` tokens (EOS included): 2 x parameters x tokens.
 
     The encoder and the cross-attention keys/values run once per source token; the
-    rest of the decoder and the projection once per generated token of each beam.
-    Attention over the caches is not counted.
+    rest of the decoder and the projection once per output token of each of `beam`
+    beams. Attention over the caches is not counted, nor the steps a beam search runs
+    past the output's length (hypotheses longer than the one returned, the exact
+    stopping rule's proof steps): the same useful work for every engine that returns
+    the same translations.
     """
-    source_tokens = batch * source_len
     per_step = shape.decoder_params - shape.cross_kv_params + shape.projection_params
     return 2.0 * ((shape.encoder_params + shape.cross_kv_params) * source_tokens
-                  + per_step * batch * beam * output_len)
+                  + per_step * beam * output_tokens)
+
+
+def shape_of_model(run_config: dict) -> Shape | None:
+    """The `Shape` of a trained model (its model directory's run_config.json, read as a
+    dict), or None when the parameter counts above do not describe it: not a Transformer,
+    unequal encoder and decoder depths, heads not d_model wide in all, untied
+    vocabularies."""
+    config = run_config["model"]
+    heads, d = config["num_heads"], config["d_model"]
+    if (run_config.get("family", "transformer") != "transformer"
+            or config.get("num_decoder_layers") not in (None, config["num_layers"])
+            or any(heads * (config.get(key) or d // heads) != d
+                   for key in ("key_dim", "value_dim"))
+            or config.get("target_vocab_size") not in (None, config["vocab_size"])):
+        return None
+    return Shape("served", vocab_size=config["vocab_size"], num_layers=config["num_layers"],
+                 d_model=config["d_model"], d_ff=config["d_ff"], num_heads=config["num_heads"])
 
 
 def decoding_figures(timing: dict, shape: Shape, batch: int, source_len: int,

@@ -232,9 +232,8 @@ def compare(entry: dict) -> dict:
 
       always                      "ratio" = ours / peer
       "ours_<variant>"            "ratio_<variant>" = ours_<variant> / peer
-      "<who>_gflops" (GFLOP/s),   "<who>_fraction_of_peak" = <who>_gflops / peak_gflops,
-        who in ours, ours_xla,      for each of the three present
-        peer; "peak_gflops"
+      "<who>_gflops" (GFLOP/s)    "<who>_fraction_of_peak" = <who>_gflops / peak_gflops,
+        and "peak_gflops"           for each <who> present
       "peer_lanes" (the peer in     "ratio_best" = the best of ours and ours_<variant> /
         its own lanes)              the better of peer and peer_lanes
       "ours_k_finished" or          "ratio_same_rule" = the better of them / the better
@@ -243,7 +242,11 @@ def compare(entry: dict) -> dict:
                                       have finished, with a length penalty)
       "target_ratio"              "meets_target": ratio_best if present, else the best of
                                     ratio and ratio_<variant>, >= it; with ratio_same_rule
-                                    also "meets_target_same_rule"
+                                    also "meets_target_same_rule"; with
+                                    "peer_lanes_gflops" also
+                                    "target_implies_fraction_of_peak" = target_ratio x
+                                    the better peer's fraction of peak (what meeting the
+                                    target would take of the machine)
       "target_fraction_of_peak"   "meets_peak_target": the better of ours' and ours_xla's
                                     fraction of peak >= it
     """
@@ -251,10 +254,9 @@ def compare(entry: dict) -> dict:
     for variant in OUR_VARIANTS:
         if f"ours_{variant}" in entry:
             entry[f"ratio_{variant}"] = _ratio(entry[f"ours_{variant}"], entry["peer"])
-    for who in ("ours", "ours_xla", "peer"):
-        if f"{who}_gflops" in entry:
-            entry[f"{who}_fraction_of_peak"] = _fraction(entry[f"{who}_gflops"],
-                                                         entry.get("peak_gflops"))
+    for key in [k for k in entry if k.endswith("_gflops") and k != "peak_gflops"]:
+        entry[key.replace("_gflops", "_fraction_of_peak")] = _fraction(
+            entry[key], entry.get("peak_gflops"))
     best_ratio = _best(entry, "ratio", *(f"ratio_{v}" for v in OUR_VARIANTS))
     if "peer_lanes" in entry:
         best_ratio = entry["ratio_best"] = _ratio(
@@ -266,6 +268,10 @@ def compare(entry: dict) -> dict:
             _best(entry, "peer", "peer_lanes"))
     if "target_ratio" in entry:
         entry["meets_target"] = _meets(best_ratio, entry["target_ratio"])
+        if "peer_lanes_gflops" in entry:
+            better_peer = _best(entry, "peer_fraction_of_peak", "peer_lanes_fraction_of_peak")
+            entry["target_implies_fraction_of_peak"] = (
+                None if better_peer is None else entry["target_ratio"] * better_peer)
         if "ratio_same_rule" in entry:
             entry["meets_target_same_rule"] = _meets(entry["ratio_same_rule"],
                                                      entry["target_ratio"])
@@ -508,7 +514,7 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
 
     # ---------------------------------------------------------------- serving (real model)
     if "serving" in sections:
-        _serving(runner, benchmarks, serving_model, serving_sentences)
+        _serving(runner, benchmarks, serving_model, serving_sentences, peak)
 
     report["machine"]["load_average_end"] = common.load_average()
     report["workers"] = runner.workers
@@ -527,11 +533,25 @@ def _test_2016_source() -> Path | None:
     return path if path.exists() else None
 
 
-def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
+def _serving_gflops(entry: dict, runs: dict, shape, beam: int, peak) -> None:
+    """entry["<who>_gflops"]: each serving run's useful forward GFLOP/s
+    (`common.translation_flops` of its source and output tokens / its seconds), and
+    entry["peak_gflops"] = peak; nothing when the model's shape is not known."""
+    if shape is None:
+        return
+    for who, run in runs.items():
+        entry[f"{who}_gflops"] = None if run is None else common.translation_flops(
+            shape, run["source_tokens"], run["target_tokens"], beam) / run["seconds"] / 1e9
+    entry["peak_gflops"] = peak
+
+
+def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
     """A trained model served end to end, text in and text out, on real sentences: our
     SavedModel's serving_default vs CTranslate2 on the converted checkpoint (beam 4, alpha
     0.6, 2 threads each), batches of 1, 8 and 64 test 2016 sentences in file order. The
-    artefacts are written once per run (serving_prepare) into a temporary directory."""
+    artefacts are written once per run (serving_prepare) into a temporary directory.
+    With the matmul peak of the run (`peak`, GFLOP/s), each figure is also given as
+    GFLOP/s and as a fraction of it."""
     import tempfile
 
     model_dir = Path(model_dir) if model_dir else DEFAULT_SERVING_MODEL
@@ -559,6 +579,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
             benchmarks["serving_multi30k_beam4"] = {"metric": "sentences_per_s", "ours": None,
                                                     "peer": None, "skipped": error}
             return
+    shape = common.shape_of_model(json.loads((model_dir / "run_config.json").read_text()))
     args = ["--source", str(source), "--sentences", str(sentences)]
     # Lanes: both engines with one thread per operation and `lanes` parts of a call at once.
     in_lanes = ["--intra-op", "1", "--inter-op", str(prepared["lanes"])]
@@ -611,6 +632,9 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
             "details": {"ours": mine, "peer": theirs, "ours_lanes": mine_lanes,
                         "ours_chunked_xla": mine_xla, "peer_lanes": theirs_lanes},
         }
+        _serving_gflops(entry, {"ours": mine, "ours_lanes": mine_lanes,
+                                "ours_chunked_xla": mine_xla, "peer": theirs,
+                                "peer_lanes": theirs_lanes}, shape, 1, peak)
         if batch == 1:
             _add_latencies(entry, ours=mine, ours_chunked_xla=mine_xla, peer=theirs)
         if batch == 64:
@@ -621,11 +645,12 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
         mine, theirs = _run_where(ours, batch=batch), _run_where(peer, batch=batch)
         variant_runs = {v: _run_where(result, batch=batch)
                         for v, (result, _) in variants.items()}
+        theirs_lanes = _run_where(peer_lanes, batch=batch)
         entry = {
             "metric": "sentences_per_s", "higher_is_better": True,
             "ours": _get(mine, "sentences_per_s"), "peer": _get(theirs, "sentences_per_s"),
             **{f"ours_{v}": _get(r, "sentences_per_s") for v, r in variant_runs.items()},
-            "peer_lanes": _get(_run_where(peer_lanes, batch=batch), "sentences_per_s"),
+            "peer_lanes": _get(theirs_lanes, "sentences_per_s"),
             "lanes": prepared["lanes"],
             **{f"ours_{v}_error": error for v, (_, error) in variants.items()},
             "chunk_size": prepared.get("chunk_size"),
@@ -636,10 +661,13 @@ def _serving(runner, benchmarks, model_dir, sentences: int) -> None:
             "peer_target_tokens_per_s": _get(theirs, "target_tokens_per_s"),
             "model_dir": str(model_dir), "checkpoint": prepared.get("checkpoint"),
             "details": {"ours": mine, **{f"ours_{v}": r for v, r in variant_runs.items()},
-                        "peer": theirs, "peer_lanes": _run_where(peer_lanes, batch=batch),
+                        "peer": theirs, "peer_lanes": theirs_lanes,
                         "ours_decoding": _get(ours, "decoding"),
                         "peer_decoding": _get(peer, "decoding")},
         }
+        _serving_gflops(entry, {"ours": mine, **{f"ours_{v}": r for v, r in variant_runs.items()},
+                                "peer": theirs, "peer_lanes": theirs_lanes},
+                        shape, prepared["beam_size"], peak)
         if batch == 1:
             _add_latencies(entry, ours=mine, peer=theirs)
         if batch == 64:

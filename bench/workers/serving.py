@@ -18,8 +18,8 @@ sorted by length), cut into consecutive batches of each size; every batch is one
 Each batch size first gets one untimed warm-up call; with --warm-up-buckets, every
 source length bucket gets one untimed call of each batch size first, made of sentences of
 that bucket (an XLA export compiles on the first request of each chunk shape and source
-length bucket). Target tokens = sentencepiece pieces
-of the output text + 1 (the EOS), counted the same way for both engines. Batch 1 also
+length bucket). Target tokens = sentencepiece pieces of the output text + 1 (the EOS),
+source tokens likewise of the input, counted the same way for both engines. Batch 1 also
 gives the latency percentiles of its calls. With --max-seconds a batch size stops after
 that many timed seconds (the figures then cover the sentences done).
 """
@@ -127,19 +127,20 @@ def main(argv=None):
     for batch_size in common.csv_list(args.batch_sizes, int):
         batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
         translate(batches[0])  # warm-up (first call of this shape)
-        times, done, tokens = [], 0, 0
+        times, done, tokens, source_tokens = [], 0, 0, 0
         for batch in batches:
             t0 = time.perf_counter()
             outputs = translate(batch)
             times.append(time.perf_counter() - t0)
             done += len(batch)
             tokens += sum(len(ids) + 1 for ids in processor.encode(outputs))
+            source_tokens += sum(len(ids) + 1 for ids in processor.encode(batch))
             if args.max_seconds is not None and sum(times) >= args.max_seconds:
                 break
         total = sum(times)
         run = {"batch": batch_size, "sentences": done, "seconds": round(total, 3),
                "sentences_per_s": done / total, "target_tokens_per_s": tokens / total,
-               "target_tokens": tokens}
+               "target_tokens": tokens, "source_tokens": source_tokens}
         if batch_size == 1:
             run.update(latency_p50_ms=1000 * statistics.median(times),
                        latency_p99_ms=1000 * percentile(times, 0.99))
