@@ -55,6 +55,7 @@ DEFAULT_SERVING_MODEL = common.ROOT / "runs" / "multi30k_en_de" / "model"
 
 # Targets of the performance issue (ratios in one run; memory has none).
 TARGETS = {"train_vs_torch": 1.2, "decode_vs_ctranslate2": 0.8, "decode_vs_hf": 1.5,
+           "decode_beam4_vs_ctranslate2": 1.2,  # issue 16's, above the older 0.8 for all
            "pipeline_vs_training": 20.0, "train_fraction_of_peak": 0.7,
            "serving_vs_ctranslate2_batch64": 1.0,
            "serving_greedy_vs_ctranslate2_batch64": 1.5, "bf16_vs_float32": 1.5}
@@ -242,11 +243,11 @@ def compare(entry: dict) -> dict:
                                       have finished, with a length penalty)
       "target_ratio"              "meets_target": ratio_best if present, else the best of
                                     ratio and ratio_<variant>, >= it; with ratio_same_rule
-                                    also "meets_target_same_rule"; with
-                                    "peer_lanes_gflops" also
+                                    also "meets_target_same_rule"; with the peer's
+                                    fraction of peak also
                                     "target_implies_fraction_of_peak" = target_ratio x
-                                    the better peer's fraction of peak (what meeting the
-                                    target would take of the machine)
+                                    the better of peer's and peer_lanes' fractions (what
+                                    meeting the target would take of the machine)
       "target_fraction_of_peak"   "meets_peak_target": the better of ours' and ours_xla's
                                     fraction of peak >= it
     """
@@ -268,10 +269,9 @@ def compare(entry: dict) -> dict:
             _best(entry, "peer", "peer_lanes"))
     if "target_ratio" in entry:
         entry["meets_target"] = _meets(best_ratio, entry["target_ratio"])
-        if "peer_lanes_gflops" in entry:
-            better_peer = _best(entry, "peer_fraction_of_peak", "peer_lanes_fraction_of_peak")
-            entry["target_implies_fraction_of_peak"] = (
-                None if better_peer is None else entry["target_ratio"] * better_peer)
+        better_peer = _best(entry, "peer_fraction_of_peak", "peer_lanes_fraction_of_peak")
+        if better_peer is not None:
+            entry["target_implies_fraction_of_peak"] = entry["target_ratio"] * better_peer
         if "ratio_same_rule" in entry:
             entry["meets_target_same_rule"] = _meets(entry["ratio_same_rule"],
                                                      entry["target_ratio"])
@@ -466,10 +466,11 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
                         "ours_xla_gflops": _get(mine_xla, "achieved_gflops"),
                         "peer_gflops": _get(theirs, "achieved_gflops"),
                         "peak_gflops": peak,
-                        "target_ratio": TARGETS[f"decode_vs_{engine}"],
                         "details": {"ours": mine, "ours_xla": mine_xla, "peer": theirs},
                     }
                     name = "greedy" if beam == 1 else f"beam{beam}"
+                    entry["target_ratio"] = TARGETS.get(f"decode_{name}_vs_{engine}",
+                                                        TARGETS[f"decode_vs_{engine}"])
                     benchmarks[f"decode_{shape}_{name}_vs_{engine}"] = compare(entry)
 
     # ---------------------------------------------------------------- bfloat16
@@ -793,6 +794,10 @@ def print_table(report: dict) -> None:
         if "ratio_same_rule" in e:
             print(f"    both stopping once beam-size hypotheses have finished (our k_finished "
                   f"exports): ratio {_fmt(e['ratio_same_rule'], 2)}")
+        if e.get("target_implies_fraction_of_peak") is not None:
+            print(f"    the target would take {100 * e['target_implies_fraction_of_peak']:.0f}% "
+                  f"of the peak in useful products (the peer's best: "
+                  f"{100 * e['target_implies_fraction_of_peak'] / e['target_ratio']:.0f}%)")
         if e.get("peer_missing"):
             print(f"    peer missing: {e['peer_missing']}")
         if e.get("skipped"):
