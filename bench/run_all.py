@@ -359,11 +359,10 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
 
     # ---------------------------------------------------------------- matmul peak
     peak = None
+    engines = "tf,numpy" if "torch" in without else "tf,numpy,torch"
+    matmul_args = ["--repeats", str(settings["matmul_repeats"]), "--engines", engines]
     if "matmul" in sections:
-        engines = "tf,numpy" if "torch" in without else "tf,numpy,torch"
-        result, error = runner.run("matmul", "matmul",
-                                   ["--repeats", str(settings["matmul_repeats"]),
-                                    "--engines", engines])
+        result, error = runner.run("matmul", "matmul", matmul_args)
         report["matmul_peak"] = result if result is not None else {"error": error}
         peak = _get(result, "peak_gflops")
 
@@ -517,6 +516,11 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
     if "serving" in sections:
         _serving(runner, benchmarks, serving_model, serving_sentences, peak)
 
+    if "matmul" in sections and set(sections) - {"matmul"}:
+        # The machine is shared: a second peak at the end shows how far its speed moved
+        # during the run (fractions of peak divide by the first).
+        result, error = runner.run("matmul_end", "matmul", matmul_args)
+        report["matmul_peak_end"] = result if result is not None else {"error": error}
     report["machine"]["load_average_end"] = common.load_average()
     report["workers"] = runner.workers
     return report
@@ -779,6 +783,9 @@ def print_table(report: dict) -> None:
     peak = (report.get("matmul_peak") or {}).get("peak_gflops")
     print(f"matmul peak (fp32, 2 threads): {_fmt(peak)} GFLOP/s  "
           f"{json.dumps({k: v for k, v in (report.get('matmul_peak') or {}).items() if k.endswith('_gflops')})}")
+    if report.get("matmul_peak_end"):
+        print(f"  again at the end of the run: "
+              f"{_fmt(report['matmul_peak_end'].get('peak_gflops'))} GFLOP/s")
     header = (f"{'benchmark':38} {'metric':30} {'ours':>9} {'ours_xla':>9} {'peer':>9} "
               f"{'ratio':>6} {'r_xla':>6} {'target':>6} {'%peak':>6}")
     print(header)
