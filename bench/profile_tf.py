@@ -9,7 +9,10 @@ Builds the same model and inputs as bench/workers/train_tf.py / decode_tf.py, ru
 untimed call (tracing, compiling), then `--steps` calls under `tf.profiler.experimental`
 and converts the trace with TensorFlow's own profiler plugin ("framework_op_stats", the
 table behind TensorBoard's profile tab). Prints the self-time per op type (MatMul,
-BatchMatMul, Softmax, ...), the share of the total, and the top ops by name. `serving`
+BatchMatMul, Softmax, ...), the share of the total, and the top ops by name; where XLA
+ran (`--xla`, an XLA export), also the time inside its compiled clusters by HLO
+instruction kind (dot, gather fusion, copy...), which XLA's CPU runtime records when
+`--xla_cpu_enable_xprof_traceme=true` is in XLA_FLAGS (set here). `serving`
 profiles an exported SavedModel's `serving_default` (text in, text out) on the first
 `--batch` lines of a real text file, one call per step, as bench/workers/serving.py times it. The trace
 stays in --logdir for TensorBoard's trace viewer (`tensorboard --logdir DIR`, Profile tab).
@@ -21,6 +24,8 @@ import argparse
 import collections
 import glob
 import json
+import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -50,6 +55,41 @@ def op_stats(xplane_path: str) -> list[dict]:
                      "occurrences": values["occurrences"],
                      "self_us": values["total_self_time"], "host_or_device": values["host_or_device"]})
     return rows
+
+
+# XLA's CPU runtime marks each thunk it executes (a fusion, a product, a copy...) with a
+# trace event when this flag is on; without it a compiled cluster is one opaque op.
+XLA_TRACE_FLAG = "--xla_cpu_enable_xprof_traceme=true"
+_THUNK_EXECUTOR = "ThunkExecutor::Execute"
+
+
+def _kind(hlo_name: str) -> str:
+    """An HLO instruction's kind from its name: "MatMul_1.88" -> "MatMul",
+    "gather_bitcast_fusion.3" -> "gather_bitcast_fusion"."""
+    return re.sub(r"(_\d+)?(\.\d+)?$", "", hlo_name)
+
+
+def xla_thunk_stats(xplane_path: str) -> dict:
+    """Time inside XLA clusters by HLO instruction kind, in us: the trace events whose
+    innermost enclosing event is a thunk executor's (the thunks themselves; a while
+    loop's body runs in a nested executor, so its thunks count once)."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(xplane_path).read_bytes())
+    by_kind = collections.Counter()
+    for plane in space.planes:
+        names = {key: meta.name for key, meta in plane.event_metadata.items()}
+        for line in plane.lines:
+            enclosing = []  # (end_ps, name) of the events around the current one
+            for event in sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps)):
+                while enclosing and enclosing[-1][0] <= event.offset_ps:
+                    enclosing.pop()
+                name = names.get(event.metadata_id, "?")
+                if enclosing and enclosing[-1][1] == _THUNK_EXECUTOR and name != _THUNK_EXECUTOR:
+                    by_kind[_kind(name)] += event.duration_ps / 1e6
+                enclosing.append((event.offset_ps + event.duration_ps, name))
+    return dict(by_kind)
 
 
 def summarise(rows: list[dict], steps: int, top: int = 15) -> dict:
@@ -93,6 +133,7 @@ def main(argv=None):
 
     # TF is imported after argument parsing, and Keras and the library only once TF's
     # thread pools are configured: they are fixed when TF's runtime starts.
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_TRACE_FLAG}".strip()
     import numpy as np
     import tensorflow as tf
 
@@ -152,6 +193,11 @@ def main(argv=None):
     tf.profiler.experimental.stop()
     path = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1]
     summary = summarise(op_stats(path), args.steps)
+    thunks = xla_thunk_stats(path)
+    thunk_total = sum(thunks.values()) or 1.0
+    summary["xla_by_kind"] = [
+        {"kind": kind, "ms_per_step": us / 1e3 / args.steps, "share": us / thunk_total}
+        for kind, us in collections.Counter(thunks).most_common(15)]
     summary.update({"what": args.what, "shape": shape.name if args.what != "serving" else None,
                     "xla": args.xla,
                     "beam": args.beam if args.what == "decode" else None, "steps": args.steps,
@@ -169,6 +215,11 @@ def main(argv=None):
     for row in summary["top_ops"]:
         print(f"  {row['name'][:70]:70} {row['type'][:22]:22} x{row['occurrences']:<5.0f}"
               f" {row['ms_per_step']:8.1f} ms {100 * row['share']:5.1f}%")
+    if summary["xla_by_kind"]:
+        print("inside XLA clusters, by HLO instruction kind (thunk time):")
+        for row in summary["xla_by_kind"]:
+            print(f"  {row['kind'][:40]:40} {row['ms_per_step']:9.1f} ms  "
+                  f"{100 * row['share']:5.1f}%")
     print(f"trace: {logdir}")
 
 
