@@ -194,8 +194,8 @@ def main(argv=None):
     path = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1]
     summary = summarise(op_stats(path), args.steps)
     thunks = xla_thunk_stats(path)
-    thunk_total = sum(thunks.values()) or 1.0
-    summary["xla_ms_per_step"] = sum(thunks.values()) / 1e3 / args.steps
+    thunk_total = sum(thunks.values())
+    summary["xla_ms_per_step"] = thunk_total / 1e3 / args.steps
     summary["xla_by_kind"] = [
         {"kind": kind, "ms_per_step": us / 1e3 / args.steps, "share": us / thunk_total}
         for kind, us in collections.Counter(thunks).most_common(15)]
