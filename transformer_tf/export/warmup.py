@@ -11,11 +11,21 @@ requests: 1 sentence, and `chunk_size` sentences (8 when the search is not chunk
 `lanes`, a request is dealt into that many searches, so each request has `lanes` times the
 rows: every lane then meets the chunk size.
 
+Two limits bound the set. No request holds more rows than the export's `max_batch_rows`
+(the signatures refuse more): a shape needing more rows is warmed by a request of
+`max_batch_rows` rows if that still reaches it, else left out (no request can reach it).
+TF Serving refuses a warm-up file of more than MAX_RECORDS records: when the shapes are more
+(an XLA export with chunk size 128 at 1,024 positions has 8 x 128), the length buckets,
+then if need be the chunk sizes, are sampled evenly, the smallest and largest of each
+kept, and one line says how many shapes were kept; the others compile on their first
+request.
+
 The requests are made of one word repeated: a word the subword model spells as one piece,
 so that n words are n source tokens whatever the language.
 """
 from __future__ import annotations
 
+import logging
 import pathlib
 from typing import Sequence
 
@@ -26,7 +36,10 @@ from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig
 from transformer_tf.data.bpe import python_processor
 from transformer_tf.decoding.model_search import XLA_LENGTH_BUCKET
 
+logger = logging.getLogger(__name__)
+
 WARMUP_FILE = "tf_serving_warmup_requests"
+MAX_RECORDS = 1000  # TF Serving reads no warm-up file of more records
 
 
 def one_piece_word(model_proto: bytes) -> str:
@@ -42,18 +55,52 @@ def one_piece_word(model_proto: bytes) -> str:
     raise ValueError("the subword model has no word spelt as one piece")
 
 
-def warmup_batches(model_proto: bytes, decoding: DecodingConfig,
-                   max_source_length: int) -> list[list[str]]:
-    """The sentences of each warm-up request (see the module doc)."""
+def warmup_batches(model_proto: bytes, decoding: DecodingConfig, max_source_length: int,
+                   max_rows: int = 0, max_records: int = MAX_RECORDS) -> list[list[str]]:
+    """The sentences of each warm-up request (see the module doc): at most `max_records`
+    requests of at most `max_rows` rows each (0: any number)."""
     word = one_piece_word(model_proto)
     chunk = decoding.chunk_size or 8
+    lanes = decoding.lanes
     if not decoding.xla:
-        return [[word], [" ".join([word] * 7)] * (chunk * decoding.lanes)]
-    sizes = sorted({min(2 ** i, chunk) for i in range(chunk.bit_length() + 1)})
+        full = min(chunk * lanes, max_rows) if max_rows else chunk * lanes
+        return [[word], [" ".join([word] * 7)] * full]
+    sizes = _reachable_sizes(chunk, lanes, max_rows)
     # A bucket of b positions holds b - 1 tokens and EOS.
-    lengths = range(XLA_LENGTH_BUCKET, max_source_length + 1, XLA_LENGTH_BUCKET)
-    return [[" ".join([word] * (length - 1))] * (size * decoding.lanes)
-            for size in sizes for length in lengths]
+    lengths = list(range(XLA_LENGTH_BUCKET, max_source_length + 1, XLA_LENGTH_BUCKET))
+    total = len(sizes) * len(lengths)
+    if total > max_records:
+        lengths = spread(lengths, max(2, max_records // len(sizes)))
+        sizes = spread(sizes, max_records // len(lengths))
+        message = (f"warm-up: {len(sizes) * len(lengths)} of {total} (chunk size, length "
+                   f"bucket) shapes kept (TF Serving reads at most {max_records} records); "
+                   "the others compile on their first request")
+        logger.warning("%s", message)
+    return [[" ".join([word] * (length - 1))] * rows
+            for size, rows in sizes for length in lengths]
+
+
+def _reachable_sizes(chunk: int, lanes: int, max_rows: int) -> list[tuple[int, int]]:
+    """(compiled chunk rows, request rows) for each chunk size a request of at most
+    `max_rows` rows (0: any) can meet: 1, 2, 4, ... up to `chunk`, a request of rows per
+    lane r meeting min(chunk, the power of two >= r) (decoding.model_search)."""
+    found = {}
+    for size in sorted({min(2 ** i, chunk) for i in range(chunk.bit_length() + 1)}):
+        rows = size * lanes if not max_rows else min(size * lanes, max_rows)
+        per_lane = -(-rows // lanes)
+        met = min(chunk, 1 << (per_lane - 1).bit_length())
+        found.setdefault(met, rows)
+    return sorted(found.items())
+
+
+def spread(items: Sequence, count: int) -> list:
+    """`count` of `items`, evenly spaced and in order, the first and last always among
+    them (so at least 2 of 2 or more items); all of them if count >= len(items)."""
+    count = max(count, 2)
+    if count >= len(items):
+        return list(items)
+    step = (len(items) - 1) / (count - 1)
+    return [items[round(i * step)] for i in range(count)]
 
 
 def as_source_ids(model_proto: bytes, batch: Sequence[str]) -> np.ndarray:
