@@ -207,6 +207,8 @@ def _filled_and_sorted(source_ids, rows):
     row ends at the first step of any search), their lengths, and the stable order that
     sorts them by length: (filled [rows, S], lengths [rows], order [rows]). The caller's
     rows come back with `tf.math.invert_permutation(order)[:B]`."""
+    # A request of no rows can be of width 0: one PAD column leaves room for the EOS.
+    source_ids = tf.pad(source_ids, [[0, 0], [0, tf.maximum(1 - tf.shape(source_ids)[1], 0)]])
     filler = rows - tf.shape(source_ids)[0]
     eos_rows = tf.pad(tf.fill([filler, 1], EOS_ID), [[0, 0], [0, tf.shape(source_ids)[1] - 1]])
     filled = tf.concat([source_ids, eos_rows], axis=0)
