@@ -69,7 +69,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         ct2_dir = args.ct2 or ct2_export.export_model_dir_ctranslate2(
-            args.model_dir, Path(tmp) / "ct2")
+            args.model_dir, Path(tmp) / "ct2" / "1")
         started = time.perf_counter()
         if args.ours and Path(args.ours).exists():
             ours = read_lines(Path(args.ours))

@@ -13,7 +13,8 @@ stops once beam-size hypotheses have finished), DIR/savedmodel_lanes (the defaul
 --lanes lanes, one per thread of the benchmark), DIR/savedmodel_lanes_k_finished (both),
 DIR/ctranslate2 (scripts/export_ctranslate2.py's model), and DIR/savedmodel_greedy,
 DIR/savedmodel_greedy_lanes, DIR/savedmodel_greedy_chunked_xla and DIR/ctranslate2_greedy
-(beam 1, both engines). Prints their paths as JSON.
+(beam 1, both engines), each as version 1 of its name (DIR/NAME/1, the layout
+the exports require). Prints their paths as JSON.
 """
 from __future__ import annotations
 
@@ -67,10 +68,11 @@ def main(argv=None):
         "savedmodel_greedy_lanes": {**greedy, **default, **lanes},
         "savedmodel_greedy_chunked_xla": {**greedy, **xla},
     }
-    paths = {name: str(export_model_dir(args.model_dir, out / name, overwrite=True, **overrides))
+    paths = {name: str(export_model_dir(args.model_dir, out / name / "1", overwrite=True,
+                                         **overrides))
              for name, overrides in exports.items()}
     for name, overrides in (("ctranslate2", beam), ("ctranslate2_greedy", greedy)):
-        paths[name] = str(export_model_dir_ctranslate2(args.model_dir, out / name,
+        paths[name] = str(export_model_dir_ctranslate2(args.model_dir, out / name / "1",
                                                        overwrite=True, **overrides))
     common.emit({**paths, "lanes": args.lanes, "chunk_size": args.chunk_size,
                  "xla_chunk_size": args.xla_chunk_size,

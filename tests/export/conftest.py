@@ -71,3 +71,94 @@ def serving_exports(serving_translator, tmp_path_factory):
     root = tmp_path_factory.mktemp("serving_exports")
     return {"text": export_saved_model(serving_translator, root / "text" / "1"),
             "ids": export_saved_model(serving_translator, root / "ids" / "1", ids_only=True)}
+
+
+@pytest.fixture(scope="session")
+def tiny_run(serving_bpe, tmp_path_factory):
+    """A training run directory (run_config.json, bpe.model, checkpoints/ckpt-1) of a tiny
+    random Transformer over `serving_bpe`, for the export commands; d_model 16, 24
+    positions, beam 2."""
+    from transformer_tf.config import TrainingConfig
+    from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+    from transformer_tf.training.fit import build_model_and_optimizer
+
+    run = tmp_path_factory.mktemp("tiny_run") / "model"
+    run.mkdir()
+    config = get_preset("tiny").model.replace(
+        vocab_size=serving_bpe.vocab_size, max_position=MAX_POSITION, d_model=16,
+        num_heads=2, d_ff=32, num_layers=1)
+    training = TrainingConfig()
+    model_dir_lib.write_run_config(run, model_dir_lib.RunConfig(
+        model=config, training=training, decoding=SERVING_DECODING, data_dir="unused",
+        preset="tiny"))
+    proto = run.parent / "bpe.model"
+    proto.write_bytes(serving_bpe.model_proto)
+    model_dir_lib.write_tokenizer(run, proto)
+    tf.keras.utils.set_random_seed(7)
+    trainer = build_model_and_optimizer(config, training)
+    checkpoints.make_manager(trainer.network, trainer.optimizer, run, max_to_keep=1).save(
+        checkpoint_number=1)
+    return run
+
+
+@pytest.fixture(scope="session")
+def small_wordpiece_tokenizer(shared_data_dir):
+    """A word-piece tokenizer (about 300 pieces) over 300 Multi30k lines per language."""
+    from transformer_tf.data.bpe import make_tokenizer
+    from transformer_tf.data.wordpiece import train_wordpiece
+
+    lines = []
+    for lang in ("en", "de"):
+        with gzip.open(shared_data_dir / "multi30k" / f"train.{lang}.gz", "rt",
+                       encoding="utf-8") as handle:
+            lines += [next(handle).rstrip("\n") for _ in range(300)]
+    return make_tokenizer(train_wordpiece(lines, 300))
+
+
+def tiny_parser():
+    """A Parser over a tiny random parsing model ("slot" leaves, tree grammar, greedy)."""
+    from transformer_tf.data.linearise import tree_symbols
+    from transformer_tf.inference.parser import Parser
+
+    symbols = tree_symbols(["S", "NP", "VP"], "slot")
+    lines = ["the cat sat on the mat .", "( S ( NP XX XX ) )", "dogs bark loudly"] * 30
+    tokenizer = BpeTokenizer(train_bpe(lines, BpeOptions(
+        vocab_size=300, user_defined_symbols=tuple("\u2581" + s for s in symbols))))
+    tf.keras.utils.set_random_seed(11)
+    model = Transformer(get_preset("tiny").model.replace(
+        vocab_size=tokenizer.vocab_size, max_position=32, d_model=16, num_heads=2, d_ff=32,
+        num_layers=1))
+    model.build()
+    return Parser(Translator(model, tokenizer, DecodingConfig(
+        beam_size=1, alpha=0.3, max_extra_length=8, grammar="tree")))
+
+
+@pytest.fixture(scope="session")
+def variant_exports(line_break_model, serving_bpe, small_wordpiece_tokenizer, serving_exports,
+                    tmp_path_factory):
+    """{variant: SavedModel path} of every export variant, each exported once: "text" and
+    "ids" (`serving_exports`), "lanes" (3 lanes of chunks of 4, no row limit), "xla"
+    (chunks of 2 compiled by XLA), "chunk0" (each request searched whole), "wordpiece"
+    (a model over word pieces) and "parser" (sentences in, trees out)."""
+    from transformer_tf.export.saved_model import export_parser
+
+    root = tmp_path_factory.mktemp("variant_exports")
+    model = line_break_model[0]
+    decodings = {"lanes": SERVING_DECODING.replace(chunk_size=4, lanes=3),
+                 "xla": SERVING_DECODING.replace(chunk_size=2, xla=True),
+                 "chunk0": SERVING_DECODING.replace(chunk_size=0)}
+    paths = dict(serving_exports)
+    for name, decoding in decodings.items():
+        paths[name] = export_saved_model(Translator(model, serving_bpe, decoding),
+                                         root / name / "1", warmup=False,
+                                         max_batch_rows=0 if name == "lanes" else 256)
+    tf.keras.utils.set_random_seed(13)
+    wordpiece_model = Transformer(get_preset("tiny").model.replace(
+        vocab_size=small_wordpiece_tokenizer.vocab_size, max_position=MAX_POSITION,
+        d_model=16, num_heads=2, d_ff=32, num_layers=1))
+    wordpiece_model.build()
+    paths["wordpiece"] = export_saved_model(
+        Translator(wordpiece_model, small_wordpiece_tokenizer, SERVING_DECODING),
+        root / "wordpiece" / "1", warmup=False)
+    paths["parser"] = export_parser(tiny_parser(), root / "parser" / "1", warmup=False)
+    return paths

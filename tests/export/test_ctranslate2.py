@@ -53,7 +53,7 @@ def _random_model(tokenizer, norm_position, position_encoding):
                          [("post", "sinusoidal"), ("pre", "learned")])
 def test_ctranslate2_matches_our_model(tokenizer, tmp_path, norm_position, position_encoding):
     model = _random_model(tokenizer, norm_position, position_encoding)
-    out = ct2_export.export_ctranslate2(model, tokenizer.model_proto, tmp_path / "ct2",
+    out = ct2_export.export_ctranslate2(model, tokenizer.model_proto, tmp_path / "ct2" / "1",
                                         DecodingConfig(beam_size=1, max_extra_length=8))
     assert {"model.bin", "config.json", "shared_vocabulary.json", "bpe.model",
             "transformer_tf.json"} <= {p.name for p in out.iterdir()}
@@ -109,8 +109,9 @@ def test_convs2s_run_gets_a_clear_error(tmp_path, capsys):
         "format": 2, "family": "convs2s", "preset": "tiny", "data_dir": "nowhere",
         "model": {"vocab_size": config["vocab_size"]}, "training": {}, "decoding": {}}))
     with pytest.raises(ValueError, match="'convs2s' cannot be exported to CTranslate2"):
-        ct2_export.export_model_dir_ctranslate2(model_dir, tmp_path / "out")
+        ct2_export.export_model_dir_ctranslate2(model_dir, tmp_path / "out" / "1")
     script = runpy.run_path(str(REPO / "scripts" / "export_ctranslate2.py"))
-    assert script["main"](["--model-dir", str(model_dir), "--out", str(tmp_path / "out")]) == 2
+    assert script["main"](["--model-dir", str(model_dir), "--out",
+                           str(tmp_path / "out" / "1")]) == 2
     assert "only the Transformer family is convertible" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -2,7 +2,9 @@
 
 Uses MDIR's averaged checkpoint if there is one (scripts/average_checkpoints.py), else its
 latest training checkpoint, unless --checkpoint says otherwise. The version directory is
-written atomically, in the layout TF Serving watches: saved_models/NAME/VERSION.
+written atomically, in the layout TF Serving watches: saved_models/NAME/VERSION (VERSION an
+integer; not inside a training run). --overwrite replaces only a SavedModel; the old
+version is deleted once the new one is in place, so a failed or killed export loses none.
 
 Example:
   python scripts/export.py --model-dir runs/multi30k_en_de/model --out saved_models/en_de/1
@@ -14,12 +16,16 @@ import sys
 from transformer_tf import console
 from transformer_tf.config import STOPPING_RULES
 
+DEFAULT_MAX_BATCH_ROWS = 256  # inference.translator's, not imported: --help loads no TF
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="training run directory")
-    parser.add_argument("--out", required=True, help="export directory, saved_models/NAME/VERSION")
+    parser.add_argument("--out", required=True,
+                        help="version directory to write, saved_models/NAME/VERSION (VERSION: "
+                             "an integer; TF Serving serves the highest)")
     parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
     parser.add_argument("--beam-size", type=int, help="beam size baked into the signatures "
                                                       "(default: the run's, 4)")
@@ -44,7 +50,15 @@ def main(argv=None):
                              "of searching to the length limit) or k_finished (once beam-size "
                              "hypotheses have finished, as CTranslate2 and fairseq do: fewer "
                              "steps, a better longer output can be missed)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing version")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing version (only a SavedModel; anything else "
+                             "in --out is refused)")
+    parser.add_argument("--max-batch-rows", type=int, default=DEFAULT_MAX_BATCH_ROWS,
+                        help="the most sentences (rows) one request may hold: a larger request "
+                             "fails with InvalidArgument naming the limit instead of running "
+                             "out of memory; 0: no limit (default %(default)s; with TF "
+                             "Serving's --enable_batching, keep its max_batch_size at most "
+                             "this)")
     parser.add_argument("--ids-only", action="store_true",
                         help="export the ids-in, ids-out variant without the tokenizer, for "
                              "servers without tensorflow-text ops (clients tokenize with "
@@ -61,19 +75,32 @@ def main(argv=None):
 
 
 def _run(args) -> int:
+    if args.max_batch_rows < 0:
+        print(f"error: --max-batch-rows: must be 0 (no limit) or a positive number of rows, "
+              f"not {args.max_batch_rows}", file=sys.stderr)
+        return 2
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.export.saved_model import export_model_dir
 
     try:
         path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
                                 ids_only=args.ids_only, warmup=args.warmup,
+                                max_batch_rows=args.max_batch_rows,
                                 beam_size=args.beam_size, alpha=args.alpha,
                                 max_extra_length=args.max_extra_length,
                                 chunk_size=args.chunk_size, lanes=args.lanes, xla=args.xla,
                                 stopping=args.stopping)
-    except (FileExistsError, FileNotFoundError, ValueError) as error:  # ConfigError too
-        print(f"error: {error}", file=sys.stderr)
+    except (OSError, ValueError) as error:  # OutDirError, ConfigError, CheckpointError too
+        print(f"error: {error_text(error)}", file=sys.stderr)
         return 2
     print(path)
     return 0
+
+
+def error_text(error: Exception) -> str:
+    """"<path>: <what>" for an OSError raised by the system ("[Errno 13] Permission
+    denied: 'x'" becomes "x: Permission denied"), else str(error)."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return str(error)
 

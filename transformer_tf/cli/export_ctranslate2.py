@@ -3,7 +3,9 @@
 Uses MDIR's averaged checkpoint if there is one, else its latest training checkpoint,
 unless --checkpoint says otherwise. Writes CTranslate2's model.bin, config.json and
 shared_vocabulary.json, plus the run's sentencepiece model (bpe.model) and
-transformer_tf.json (decoding settings), atomically. Only the Transformer family converts.
+transformer_tf.json (decoding settings), atomically into a version directory NAME/VERSION
+(VERSION an integer; not inside a training run); --overwrite replaces only a CTranslate2
+model, deleted once the new one is in place. Only the Transformer family converts.
 Needs the ctranslate2 package (pip install 'ctranslate2==4.8.*', or the [bench] extra).
 
 Run it text in, text out with transformer_tf.export.ctranslate2.CTranslate2Translator, or
@@ -11,7 +13,7 @@ with ctranslate2.Translator on sentencepiece pieces (the model appends </s> itse
 length_penalty differs from our GNMT alpha: bench/README.md has the closest setting.
 
 Example:
-  python scripts/export_ctranslate2.py --model-dir runs/multi30k_en_de/model --out ct2/en_de
+  python scripts/export_ctranslate2.py --model-dir runs/multi30k_en_de/model --out ct2/en_de/1
 """
 import argparse
 import logging
@@ -24,14 +26,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="training run directory")
-    parser.add_argument("--out", required=True, help="CTranslate2 model directory to write")
+    parser.add_argument("--out", required=True,
+                        help="CTranslate2 model directory to write, NAME/VERSION (VERSION: an "
+                             "integer)")
     parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
     parser.add_argument("--beam-size", type=int,
                         help="beam size recorded for the runner (default: the run's, 4)")
     parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
     parser.add_argument("--quantization", choices=["int8", "int8_float32", "int16"],
                         help="store quantized weights (default: float32, exact)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing directory")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing version (only a CTranslate2 model)")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -41,14 +46,15 @@ def main(argv=None):
 
 def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
+    from transformer_tf.cli.export import error_text
     from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
 
     try:
         path = export_model_dir_ctranslate2(args.model_dir, args.out, args.checkpoint,
                                             args.overwrite, args.quantization,
                                             beam_size=args.beam_size, alpha=args.alpha)
-    except (FileExistsError, FileNotFoundError, ImportError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (OSError, ImportError, ValueError) as error:  # versions.OutDirError too
+        print(f"error: {error_text(error)}", file=sys.stderr)
         return 2
     print(path)
     return 0

@@ -30,7 +30,10 @@ Not convertible (clear error): other model families (ConvS2S), restricted self-a
 
 The export directory holds CT2's model.bin, config.json, shared_vocabulary.json, plus
 bpe.model (the run's sentencepiece model) and transformer_tf.json (our decoding settings and
-source length limit), which `CTranslate2Translator` reads to run it text in, text out.
+source length limit), which `CTranslate2Translator` reads to run it text in, text out. It
+is a version directory NAME/VERSION written by the rules of `export.versions` (as the
+SavedModel export's): written aside and swapped in, `overwrite` replacing only a
+CTranslate2 model, never inside a training run.
 
 Length penalty: CT2 divides a finished hypothesis' log-probability by length^lp, length
 counted in tokens including the EOS (CT2 keeps it in the hypothesis while searching), as our
@@ -44,12 +47,12 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 from typing import Sequence
 
 import numpy as np
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DecodingConfig
+from transformer_tf.export.versions import CTRANSLATE2, prepare_out_dir, write_version
 
 # TensorFlow is imported inside the functions that need it: to write a model, and for the
 # serving rule's blank test (`CTranslate2Translator` runs no TF op).
@@ -79,7 +82,7 @@ def _require_ctranslate2():
     try:
         import ctranslate2  # the package, not this module (absolute import)
     except ImportError as error:
-        raise ImportError("the CTranslate2 export needs the ctranslate2 package: "
+        raise ImportError("ctranslate2: not installed; the CTranslate2 export needs it: "
                           "pip install 'ctranslate2==4.8.*' (or the [bench] extra)") from error
     return ctranslate2
 
@@ -239,16 +242,18 @@ def transformer_spec(model, tokens: Sequence[str]):
 # ---------------------------------------------------------------------------------- writing
 def export_ctranslate2(model, model_proto: bytes, out_dir, decoding: DecodingConfig,
                        overwrite: bool = False, quantization: str | None = None,
-                       info: dict | None = None) -> pathlib.Path:
+                       info: dict | None = None, model_dir=None) -> pathlib.Path:
     """Write `model` as a CTranslate2 model directory at `out_dir` (atomically).
 
     Args:
       model: a built Transformer with its trained weights.
       model_proto: the run's sentencepiece model (copied beside the model as bpe.model).
+      out_dir: the version directory NAME/VERSION (`export.versions`).
       decoding: the run's search settings, recorded for `CTranslate2Translator`.
-      overwrite: replace an existing non-empty `out_dir`.
+      overwrite: replace an existing `out_dir` that holds a CTranslate2 model.
       quantization: CT2 weight type (None keeps float32; e.g. "int8").
       info: extra fields for transformer_tf.json (checkpoint, preset).
+      model_dir: the run exported (`out_dir` may not be inside it).
 
     Returns:
       `out_dir`.
@@ -258,27 +263,22 @@ def export_ctranslate2(model, model_proto: bytes, out_dir, decoding: DecodingCon
     if is_wordpiece_model(model_proto):
         raise ValueError("this run uses word pieces; the CTranslate2 export (and its "
                          "sentencepiece tokenization) supports sentencepiece BPE runs only")
-    out_dir = pathlib.Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out_dir} exists and is not empty; choose another directory "
-                              "or pass --overwrite")
+    prepare_out_dir(out_dir, CTRANSLATE2, overwrite, model_dir)  # before the conversion
     spec = transformer_spec(model, vocabulary(model_proto))
     spec.optimize(quantization=quantization)  # also aliases the shared embedding matrices
-    tmp = out_dir.parent / f".{out_dir.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    spec.save(str(tmp))
-    (tmp / BPE_MODEL).write_bytes(model_proto)
     description = {"family": model.family, "model": model.config.get_config(),
                    "decoding": decoding.get_config(),
                    "max_source_tokens": model.max_source_length - 1,
                    "max_target_length": model.max_target_length,
                    "quantization": quantization or "float32", **(info or {})}
-    (tmp / INFO_FILE).write_text(json.dumps(description, indent=2, sort_keys=True))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
-    return out_dir
+
+    def write(tmp: pathlib.Path) -> None:
+        tmp.mkdir()
+        spec.save(str(tmp))
+        (tmp / BPE_MODEL).write_bytes(model_proto)
+        (tmp / INFO_FILE).write_text(json.dumps(description, indent=2, sort_keys=True))
+
+    return write_version(out_dir, write, CTRANSLATE2, overwrite, model_dir)
 
 
 def export_model_dir_ctranslate2(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
@@ -287,16 +287,19 @@ def export_model_dir_ctranslate2(model_dir, out_dir, checkpoint=None, overwrite:
     """Export a training run (its averaged checkpoint if present, else the latest, unless
     `checkpoint` says otherwise) as a CTranslate2 model, recording the run's decoding
     settings with `decoding_overrides` (beam_size=, alpha=, max_extra_length=; None =
-    keep). The family and the model's convertibility are checked before any weight is read."""
+    keep). `out_dir` (`export.versions`' rules), the family and the model's convertibility
+    are checked before any weight is read."""
     from transformer_tf.inference.loading import load_trained
     from transformer_tf.training import model_dir as model_dir_lib
 
+    prepare_out_dir(out_dir, CTRANSLATE2, overwrite, model_dir)
     run = model_dir_lib.read_run_config(model_dir)
     check_convertible(run.family, run.model)
     _require_ctranslate2()
     model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
     return export_ctranslate2(model, tokenizer.model_proto, out_dir, run.decoding, overwrite,
-                              quantization, info={"checkpoint": str(path), "preset": run.preset})
+                              quantization, info={"checkpoint": str(path), "preset": run.preset},
+                              model_dir=model_dir)
 
 
 # ---------------------------------------------------------------------------------- running

@@ -25,85 +25,80 @@ A parsing model is exported as a `Parser` (transformer_tf.inference.parser) by
 `export_parser`: serving_default (`parse`) takes sentences and returns bracketed trees,
 `translate` the raw linearised output, `translate_ids` the ids.
 
-The export is written to a temporary sibling directory and renamed into place, so a
-server watching `saved_models/<name>/` never sees a half-written version; with overwrite,
-the old version is renamed aside first and deleted only once the new one is in place, so a
-failing export leaves the old version as it was.
+Where an export may write, and how it replaces a version, is `export.versions`: `out_dir`
+is `saved_models/<name>/<integer version>` outside any training run; the export is written
+to a temporary sibling directory and renamed into place, so a server watching
+`saved_models/<name>/` never sees a half-written version; `overwrite` replaces only a
+SavedModel, renamed aside first and deleted once the new one is in place, so a failing or
+killed export loses no version.
+
+Every signature refuses a request of more than `max_batch_rows` rows (default
+DEFAULT_MAX_BATCH_ROWS; 0: no limit) with an InvalidArgument error naming the limit,
+recorded as `max_batch_rows` in assets.extra/transformer_tf.json.
 """
 from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 
 import tensorflow as tf
 
+from transformer_tf.export.versions import SAVED_MODEL, prepare_out_dir, write_version
 from transformer_tf.export.warmup import (
     WARMUP_FILE, as_source_ids, warmup_batches, write_warmup_requests)
 from transformer_tf.inference.loading import BPE_MODEL, EXPORT_INFO, EXTRA_DIR, load_trained
 from transformer_tf.inference.parser import Parser
-from transformer_tf.inference.translator import Translator
+from transformer_tf.inference.translator import DEFAULT_MAX_BATCH_ROWS, Translator
 from transformer_tf.training.model_dir import read_run_config
 
 
 def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,
                        info: dict | None = None, ids_only: bool = False,
-                       warmup: bool = True) -> pathlib.Path:
-    """Write `translator` as a SavedModel at `out_dir` (atomically); returns the path.
-    `ids_only`: the core-ops variant (ids signatures only, no tokenizer in the graph);
-    `warmup`: write TF Serving warm-up requests (`export.warmup`)."""
-    return _export(translator, out_dir, overwrite, info, ids_only, parser=None,
-                   warmup=warmup)
+                       warmup: bool = True, max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
+                       model_dir=None) -> pathlib.Path:
+    """Write `translator` as a SavedModel at `out_dir` (atomically, `export.versions`'
+    rules); returns the path. `ids_only`: the core-ops variant (ids signatures only, no
+    tokenizer in the graph); `warmup`: write TF Serving warm-up requests
+    (`export.warmup`); `max_batch_rows`: the signatures' row limit (0: none);
+    `model_dir`: the run exported (`out_dir` may not be inside it)."""
+    return _export(translator, out_dir, overwrite, info, ids_only, None, warmup,
+                   max_batch_rows, model_dir)
 
 
 def export_parser(parser: Parser, out_dir, overwrite: bool = False,
-                  info: dict | None = None, warmup: bool = True) -> pathlib.Path:
+                  info: dict | None = None, warmup: bool = True,
+                  max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS, model_dir=None) -> pathlib.Path:
     """Write a parsing model's `Parser` as a SavedModel at `out_dir` (atomically)."""
     return _export(parser.translator, out_dir, overwrite, {"task": "parsing", **(info or {})},
-                   ids_only=False, parser=parser, warmup=warmup)
+                   False, parser, warmup, max_batch_rows, model_dir)
 
 
 def _export(translator: Translator, out_dir, overwrite: bool, info: dict | None,
-            ids_only: bool, parser: Parser | None, warmup: bool) -> pathlib.Path:
-    out_dir = pathlib.Path(out_dir)
-    check_out_dir(out_dir, overwrite)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        _write(translator, tmp, info, ids_only, parser, warmup)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = out_dir.parent / f".{out_dir.name}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if out_dir.exists():
-        out_dir.rename(old)
-    try:
-        tmp.rename(out_dir)
-    except OSError:
-        if old.exists():
-            old.rename(out_dir)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-    return out_dir
+            ids_only: bool, parser: Parser | None, warmup: bool, max_batch_rows: int,
+            model_dir) -> pathlib.Path:
+    check_max_batch_rows(max_batch_rows)
+
+    def write(tmp):  # `_write` looked up when called: tests replace it to fail on purpose
+        _write(translator, tmp, info, ids_only, parser, warmup, max_batch_rows)
+
+    return write_version(out_dir, write, SAVED_MODEL, overwrite, model_dir)
 
 
-def check_out_dir(out_dir, overwrite: bool) -> None:
-    """Raises FileExistsError if `out_dir` cannot become an export directory: a file is
-    in the way, or a non-empty directory and not `overwrite`."""
-    out_dir = pathlib.Path(out_dir)
-    for path in (out_dir, *out_dir.parents):
-        if path.exists() and not path.is_dir():
-            raise FileExistsError(
-                f"{path}: is a file, not a directory; --out names the version directory "
-                "to create, e.g. saved_models/NAME/1")
-    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out_dir} exists and is not empty; choose a new version "
-                              "number or pass --overwrite")
+def check_out_dir(out_dir, overwrite: bool, model_dir=None) -> None:
+    """Raises `versions.OutDirError` (a ValueError) if `out_dir` cannot become a
+    SavedModel version directory (`export.versions.check_out_dir`), after recovering
+    what a killed export left in its NAME directory."""
+    prepare_out_dir(out_dir, SAVED_MODEL, overwrite, model_dir)
 
 
 def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
-           ids_only: bool, parser: Parser | None = None, warmup: bool = True) -> None:
+           ids_only: bool, parser: Parser | None = None, warmup: bool = True,
+           max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS) -> None:
+    """The SavedModel and its assets.extra, written into the new directory `tmp`."""
+    limited = translator.with_max_batch_rows(max_batch_rows)
+    if parser is not None and limited is not translator:
+        parser = Parser(limited)
+    translator = limited
     if parser is not None:
         module = parser
         signatures = {"serving_default": parser.parse, "translate": translator.translate,
@@ -126,11 +121,13 @@ def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
                    "decoding": translator.decoding.get_config(), "n_best": translator.n_best,
                    "max_source_tokens": translator.max_source_tokens,
                    "variant": "ids" if ids_only else "text",
+                   "max_batch_rows": translator.max_batch_rows,
                    **(info or {})}
     (extra / EXPORT_INFO).write_text(json.dumps(description, indent=2, sort_keys=True))
     if warmup:
         proto = translator.tokenizer.model_proto
-        batches = warmup_batches(proto, translator.decoding, model.max_source_length)
+        batches = warmup_batches(proto, translator.decoding, model.max_source_length,
+                                 max_rows=translator.max_batch_rows)
         requests = ([{"source_ids": as_source_ids(proto, batch)} for batch in batches]
                     if ids_only else [{"text": list(batch)} for batch in batches])
         write_warmup_requests(extra / WARMUP_FILE, requests)
@@ -138,21 +135,33 @@ def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
 
 def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
                      ids_only: bool = False, parser: bool | None = None, warmup: bool = True,
+                     max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
                      **decoding_overrides) -> pathlib.Path:
     """Export a training run (averaged checkpoint if present) with its decoding settings,
     where `decoding_overrides` (beam_size=, alpha=, max_extra_length=, grammar=, stopping=,
     chunk_size=, lanes=, xla=; None = keep) do not replace them; `ids_only`: the core-ops
-    variant;
+    variant; `max_batch_rows`: rows per request the signatures accept (0: no limit);
     `parser`: export as a Parser (sentences in, trees out); None: when the run was
     trained to decode with the "tree" grammar (the parsing presets; whatever `grammar=`
     overrides it with), unless `ids_only`."""
-    check_out_dir(out_dir, overwrite)  # before the minutes of loading and tracing
+    check_max_batch_rows(max_batch_rows)
+    check_out_dir(out_dir, overwrite, model_dir)  # before the minutes of loading and tracing
     if parser is None:
         parser = read_run_config(model_dir).decoding.grammar == "tree" and not ids_only
     model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
     translator = Translator(model, tokenizer, run.decoding)
     info = {"checkpoint": str(path), "preset": run.preset}
     if parser:
-        return export_parser(Parser(translator), out_dir, overwrite, info=info, warmup=warmup)
+        return export_parser(Parser(translator), out_dir, overwrite, info=info, warmup=warmup,
+                             max_batch_rows=max_batch_rows, model_dir=model_dir)
     return export_saved_model(translator, out_dir, overwrite, info=info, ids_only=ids_only,
-                              warmup=warmup)
+                              warmup=warmup, max_batch_rows=max_batch_rows,
+                              model_dir=model_dir)
+
+
+def check_max_batch_rows(max_batch_rows) -> None:
+    """Raises ValueError unless `max_batch_rows` is 0 (no limit) or a positive int."""
+    if isinstance(max_batch_rows, bool) or not isinstance(max_batch_rows, int) \
+            or max_batch_rows < 0:
+        raise ValueError(f"--max-batch-rows: must be 0 (no limit) or a positive number of "
+                         f"rows, not {max_batch_rows!r}")

@@ -194,6 +194,7 @@ class Parser(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def parse(self, text):
         """See the module docstring."""
+        self.translator.check_rows(text)
         words = _escape_words(tf.strings.split(text))
         normalised = tf.strings.reduce_join(words, axis=1, separator=" ")
         out = self.translator.translate(normalised)

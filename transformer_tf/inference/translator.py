@@ -16,6 +16,8 @@ the same for text and for ids (transformer_tf.data.source_text states them):
 Outputs are limited to input length + max_extra_length tokens (paper: 50), and never
 beyond the model's max_target_length. The search never emits PAD, BOS or a piece that
 holds a line break (`bpe.line_break_piece_ids`), so every output stays on one line.
+With `max_batch_rows` (exports: DEFAULT_MAX_BATCH_ROWS), a request of more rows fails as a
+whole with an InvalidArgument error naming the limit, instead of running out of memory.
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ from transformer_tf.decoding.model_search import (
 from transformer_tf.decoding.search import check_n_best
 from transformer_tf.decoding.grammar import output_constraint
 
+DEFAULT_MAX_BATCH_ROWS = 256  # rows per request an export's signatures accept
+
 
 class IdsTranslator(tf.Module):
     """Token ids to token ids with a trained model; holds no tokenizer, so its SavedModel
@@ -44,12 +48,14 @@ class IdsTranslator(tf.Module):
         line-break pieces; `Translator` fills them in).
       constraint: what outputs must obey (`decoding.grammar`'s constraint, built by
         `Translator` from the vocabulary), or None.
+      max_batch_rows: the most rows a call accepts (more: InvalidArgumentError); 0: any.
     """
 
     def __init__(self, model, decoding: DecodingConfig = DecodingConfig(),
                  n_best: int | None = None, forbidden_ids: Sequence[int] = (),
-                 name: str | None = "translator", constraint=None):
+                 name: str | None = "translator", constraint=None, max_batch_rows: int = 0):
         super().__init__(name=name)
+        self.max_batch_rows = int(max_batch_rows)
         self.model = model
         self.decoding = decoding
         self.n_best = n_best or decoding.beam_size
@@ -87,6 +93,16 @@ class IdsTranslator(tf.Module):
 
         return search_in_lanes(search, source_ids, self.decoding.lanes)
 
+    def check_rows(self, batch) -> None:
+        """In a signature: fail the call with tf.errors.InvalidArgumentError when `batch`
+        (any tensor, rows first) has more than max_batch_rows rows (0: no check)."""
+        if self.max_batch_rows:
+            tf.debugging.assert_less_equal(
+                tf.shape(batch)[0], self.max_batch_rows,
+                message=f"max_batch_rows={self.max_batch_rows}: the request has more rows "
+                        f"than this model accepts; send at most {self.max_batch_rows} rows "
+                        "per request")
+
     def clean_ids(self, source_ids):
         """int [N, S], any values -> (source_ids int32 [N, <= max_source_tokens + 1],
         truncated bool [N], empty bool [N]); see transformer_tf.data.source_text."""
@@ -105,6 +121,7 @@ class IdsTranslator(tf.Module):
           {"ids": int32 [N, L] (EOS included, PAD after), "length": int32 [N] (EOS
            included; 0 for a row with no id), "score": float32 [N] (0 for such a row)}.
         """
+        self.check_rows(source_ids)
         source_ids, _, empty = self.clean_ids(source_ids)
         result = self._search(source_ids, n_best=1)
         return {"ids": tf.where(empty[:, None], PAD_ID, result.ids[:, 0, :]),
@@ -124,17 +141,28 @@ class Translator(IdsTranslator):
     """
 
     def __init__(self, model, tokenizer, decoding: DecodingConfig = DecodingConfig(),
-                 n_best: int | None = None, name: str | None = "translator"):
+                 n_best: int | None = None, name: str | None = "translator",
+                 max_batch_rows: int = 0):
         super().__init__(model, decoding, n_best,
                          forbidden_ids=line_break_piece_ids(tokenizer.model_proto), name=name,
                          constraint=output_constraint(decoding.grammar, tokenizer.model_proto,
-                                                      model.target_vocab_size))
+                                                      model.target_vocab_size),
+                         max_batch_rows=max_batch_rows)
         self.tokenizer = tokenizer
 
     def ids_only(self) -> IdsTranslator:
         """The same model and search without the tokenizer (for a core-ops export)."""
         return IdsTranslator(self.model, self.decoding, self.n_best, self.forbidden_ids,
-                             constraint=self.constraint)
+                             constraint=self.constraint, max_batch_rows=self.max_batch_rows)
+
+    def with_max_batch_rows(self, max_batch_rows: int) -> "Translator":
+        """This translator if its limit is `max_batch_rows`, else a new one over the same
+        model and settings with that limit (a traced signature keeps the limit it was
+        traced with, so the limit is never changed in place)."""
+        if max_batch_rows == self.max_batch_rows:
+            return self
+        return Translator(self.model, self.tokenizer, self.decoding, self.n_best,
+                          max_batch_rows=max_batch_rows)
 
     def encode_text(self, text):
         """tf.string [N] -> (source_ids int32 [N, S] with EOS, PAD-padded; truncated bool [N];
@@ -150,6 +178,7 @@ class Translator(IdsTranslator):
           the log-probability divided by the GNMT length penalty; with beam_size 1
           (greedy), the plain log-probability; 0 for blank input).
         """
+        self.check_rows(text)
         source_ids, _, empty = self.encode_text(text)
         result = self._search(source_ids, n_best=1)
         translation = self.tokenizer.detokenize(result.ids[:, 0, :])
@@ -164,6 +193,7 @@ class Translator(IdsTranslator):
           {"translations": tf.string [N, n_best], "scores": float32 [N, n_best]}; missing
           hypotheses are "" with score -inf; blank input gives "" with score 0.
         """
+        self.check_rows(text)
         source_ids, _, empty = self.encode_text(text)
         result = self._search(source_ids, n_best=self.n_best)
         batch = tf.shape(result.ids)[0]
