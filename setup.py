@@ -38,7 +38,8 @@ COMMANDS = {
     "transformer-tf-parse": "parse",
     "transformer-tf-evalb": "evalb",
 }
-TEST = ["pytest>=8", "pytest-timeout", "pytest-xdist>=3.5,<4", "numpy"]
+TEST = ["pytest>=8", "pytest-timeout", "pytest-xdist>=3.5,<4", "numpy",
+        "hypothesis==6.*"]  # tests/export/test_fuzz_variants.py
 BENCH = ["torch==2.13.0", "ctranslate2==4.8.*", "transformers==5.23.*"]
 VIZ = ["matplotlib>=3.8,<4"]  # attention figures (scripts/attention.py, TensorBoard images)
 # An independent bracket scorer that tests/evaluation/test_evalb.py compares with.
