@@ -1,5 +1,6 @@
-"""Paired bootstrap of EVALB F1: exact against EVALB on the full sample, against the exact
-bootstrap distribution enumerated over every draw of a 3-sentence set, and the command."""
+"""Paired bootstrap of EVALB F1 and of sacreBLEU: exact against EVALB (sacreBLEU) on the full
+sample and on given draws, against the exact bootstrap distribution enumerated over every
+draw of a 3- (4-) sentence set, the noise rule, and the command."""
 import itertools
 import json
 
@@ -8,7 +9,14 @@ import pytest
 
 from transformer_tf.cli import evalb as evalb_cli
 from transformer_tf.evaluation.evalb import SentenceScore, bracket_f1, evalb
-from transformer_tf.evaluation.paired_bootstrap import draw_counts, paired_bootstrap
+from transformer_tf.evaluation import corpus_bleu
+from transformer_tf.evaluation.paired_bootstrap import (
+    PairedBootstrap,
+    bleu_paired_bootstrap,
+    draw_counts,
+    paired_bootstrap,
+)
+from transformer_tf.evaluation.scoring import bleu_from_statistics, sentence_bleu_statistics
 
 GOLD = [
     "(TOP (S (NP (DT the) (NN cat)) (VP (VBD sat)) (. .)))",
@@ -38,11 +46,11 @@ def test_full_sample_f1_is_evalbs_including_error_sentences():
     report_a, report_b = evalb(gold, a), evalb(gold, b)
     assert report_a.all.error_sentences == 1
     result = paired_bootstrap(report_a.sentences, report_b.sentences, samples=10)
-    assert result.f1_a == pytest.approx(report_a.all.f1)
-    assert result.f1_b == pytest.approx(report_b.all.f1)
+    assert result.score_a == pytest.approx(report_a.all.f1)
+    assert result.score_b == pytest.approx(report_b.all.f1)
     # worked by hand: A matches 3 + 1 + 3 = 7 of 3 + 3 + 4 = 10 gold and 3 + 2 + 4 = 9 test
     # brackets (its error sentence left out): F1 = 2 * 7 / 19
-    assert result.f1_a == pytest.approx(200 * 7 / 19)
+    assert result.score_a == pytest.approx(200 * 7 / 19)
 
 
 def test_bracket_f1_is_the_harmonic_mean_of_precision_and_recall():
@@ -137,8 +145,8 @@ def test_evalb_command_compares_two_parsers(tmp_path, capsys):
     assert evalb_cli.main([gold, a, "--against", b, "--samples", "300", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["against"]["file"] == b
-    assert result["against"]["paired_bootstrap"]["f1_b"] == pytest.approx(expected.f1_b)
-    assert result["all"]["f1"] == pytest.approx(expected.f1_a)
+    assert result["against"]["paired_bootstrap"]["score_b"] == pytest.approx(expected.score_b)
+    assert result["all"]["f1"] == pytest.approx(expected.score_a)
 
 
 def test_evalb_command_names_the_file_whose_lines_do_not_pair(tmp_path, capsys):
@@ -148,3 +156,57 @@ def test_evalb_command_names_the_file_whose_lines_do_not_pair(tmp_path, capsys):
     assert evalb_cli.main([gold, a, "--against", short]) == 2
     error = capsys.readouterr().err
     assert short in error and "3 gold trees but 2 test trees" in error
+
+
+# BLEU: sacreBLEU's per-sentence counts add up to its corpus score.
+
+REFERENCES = ["the cat sat on the mat .", "a dog ran away quickly", "it rained all day long",
+              "two men are playing chess in the park"]
+SYSTEM_A = ["the cat sat on a mat .", "a dog ran away", "it rained all day",
+            "two men play chess in a park"]
+SYSTEM_B = ["a cat is on the mat", "the dog ran away quickly", "it was raining",
+            "two men are playing chess in the park"]
+
+
+def test_bleu_statistics_of_any_draw_give_that_draws_corpus_bleu():
+    statistics = sentence_bleu_statistics(SYSTEM_A, REFERENCES)
+    assert statistics.shape == (4, 10)
+    assert bleu_from_statistics(statistics.sum(axis=0))[0] == pytest.approx(
+        corpus_bleu(SYSTEM_A, REFERENCES))
+    for draw in [(0, 0, 1, 3), (2, 2, 2, 2), (3, 1, 1, 0), (1,)]:
+        summed = statistics[list(draw)].sum(axis=0)
+        expected = corpus_bleu([SYSTEM_A[i] for i in draw], [REFERENCES[i] for i in draw])
+        assert bleu_from_statistics(summed[None])[0] == pytest.approx(expected)
+
+
+def test_bleu_bootstrap_agrees_with_the_exact_bootstrap_distribution():
+    exact = []
+    for draw in itertools.product(range(4), repeat=4):  # all 256 equally likely draws
+        references = [REFERENCES[i] for i in draw]
+        exact.append(corpus_bleu([SYSTEM_A[i] for i in draw], references)
+                     - corpus_bleu([SYSTEM_B[i] for i in draw], references))
+    exact = np.array(exact)
+    result = bleu_paired_bootstrap(SYSTEM_A, SYSTEM_B, REFERENCES, samples=20000, seed=2)
+    assert result.metric == "BLEU" and result.sentences == 4
+    assert result.score_a == pytest.approx(corpus_bleu(SYSTEM_A, REFERENCES))
+    assert result.a_better == pytest.approx(np.mean(exact > 0), abs=0.015)
+    assert result.b_better == pytest.approx(np.mean(exact < 0), abs=0.015)
+
+
+def test_beyond_noise_needs_the_better_system_ahead_in_95_percent_of_draws():
+    def made(difference, a_better, b_better):
+        return PairedBootstrap(metric="BLEU", sentences=40, samples=1000, score_a=1.0,
+                               score_b=1.0 - difference, difference=difference,
+                               interval=(0.0, 0.0), confidence=0.95, a_better=a_better,
+                               b_better=b_better)
+    assert made(0.5, 0.95, 0.04).beyond_noise
+    assert not made(0.5, 0.949, 0.05).beyond_noise
+    assert made(-0.5, 0.01, 0.97).beyond_noise
+    assert not made(-0.5, 0.10, 0.90).beyond_noise
+    assert not made(0.0, 0.0, 0.0).beyond_noise
+    # A system better on every sentence is beyond noise; one sentence's lead on 40 is not.
+    references = [f"sentence number {i} is about a red house" for i in range(40)]
+    worse = [f"sentence {i} about a house" for i in range(40)]
+    assert bleu_paired_bootstrap(references, worse, references).beyond_noise
+    one_better = [references[0]] + worse[1:]
+    assert not bleu_paired_bootstrap(one_better, worse, references).beyond_noise

@@ -28,6 +28,7 @@ import os
 import re
 from typing import Any, Sequence
 
+import numpy as np
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 
@@ -44,6 +45,8 @@ __all__ = [
     "paper_tokenized_bleu",
     "lowercase_tokenized_bleu",
     "corpus_bleu",
+    "sentence_bleu_statistics",
+    "bleu_from_statistics",
     "evaluate",
     "evaluate_files",
     "guess_language",
@@ -144,6 +147,24 @@ def sacrebleu_bleu(hypotheses: Sequence[str], references: References,
 def corpus_bleu(hypotheses: Sequence[str], references: References) -> float:
     """Cased sacreBLEU as a float (0-100): the validation BLEU the training code logs."""
     return sacrebleu_bleu(hypotheses, references).value
+
+
+def sentence_bleu_statistics(hypotheses: Sequence[str], references: References) -> np.ndarray:
+    """[sentences, 10] int64: the counts behind `corpus_bleu`, per sentence: hypothesis and
+    closest reference length in tokens, then matching and total n-grams for n = 1..4.
+    Summed over any subset of sentences, `bleu_from_statistics` of the sum is that subset's
+    corpus BLEU (sacreBLEU's own sufficient statistics; `tests/evaluation` checks the round
+    trip against `corpus_bleu`)."""
+    streams = _reference_streams(hypotheses, references)
+    statistics = BLEU()._extract_corpus_statistics(list(hypotheses), streams)
+    return np.asarray(statistics, dtype=np.int64).reshape(len(hypotheses), -1)
+
+
+def bleu_from_statistics(summed: np.ndarray) -> np.ndarray:
+    """[m, 10] summed `sentence_bleu_statistics` -> [m] cased sacreBLEU, 0-100."""
+    metric = BLEU()
+    return np.array([metric._compute_score_from_stats([int(x) for x in row]).score
+                     for row in np.asarray(summed).reshape(-1, 10)], dtype=np.float64)
 
 
 def chrf(hypotheses: Sequence[str], references: References) -> Score:
