@@ -92,3 +92,17 @@ def test_the_training_command_chooses_before_tensorflow_loads(user_value):
     expected = user_value is None and cpu.onednn_pays_for_training(
         cpu.read_cpu_flags(), platform.machine())
     assert ("TF_ENABLE_ONEDNN_OPTS=1: oneDNN kernels" in run.stderr) is expected
+
+
+AVX512_BF16_EPYC = ("processor : 0\nflags : fpu avx fma avx2 avx512f avx512bw avx512_vnni "
+                    "avx512_bf16\n")
+
+
+@pytest.mark.parametrize("cpuinfo, expected", [(AVX512_BF16_EPYC, "mixed_bfloat16"),
+                                               (AVX2_EPYC, "float32")])
+def test_another_cpus_choices_through_the_variable(tmp_path, monkeypatch, cpuinfo, expected):
+    from transformer_tf.training.precision import resolve_precision
+
+    monkeypatch.setenv(cpu.CPUINFO_VARIABLE, str(write(tmp_path, cpuinfo)))
+    assert resolve_precision("auto")[0] == expected
+    assert resolve_precision("float32")[0] == "float32"  # an explicit choice stands

@@ -20,6 +20,7 @@ from typing import MutableMapping
 
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+CPUINFO_VARIABLE = "TRANSFORMER_TF_CPUINFO"
 X86_64_MACHINES = ("x86_64", "amd64")
 
 
@@ -31,8 +32,14 @@ def cpu_flags(cpuinfo_text: str) -> set[str]:
     return set()
 
 
-def read_cpu_flags(cpuinfo_path="/proc/cpuinfo") -> set[str]:
-    """This machine's CPU flags; empty where /proc/cpuinfo cannot be read (not Linux)."""
+def read_cpu_flags(cpuinfo_path=None) -> set[str]:
+    """This machine's CPU flags; empty where /proc/cpuinfo cannot be read (not Linux).
+
+    `cpuinfo_path` None reads $TRANSFORMER_TF_CPUINFO when set, else /proc/cpuinfo: the
+    variable lets the test suite (and a user reproducing a report) run the choices of
+    another CPU, e.g. --precision auto of an AVX512-BF16 machine on an AVX2 one."""
+    if cpuinfo_path is None:
+        cpuinfo_path = os.environ.get(CPUINFO_VARIABLE, "/proc/cpuinfo")
     try:
         return cpu_flags(pathlib.Path(cpuinfo_path).read_text())
     except OSError:
@@ -52,7 +59,7 @@ def onednn_pays_for_training(flags: set[str], machine: str) -> bool:
 
 
 def prefer_onednn_for_training(environ: MutableMapping[str, str] = os.environ,
-                               cpuinfo_path="/proc/cpuinfo",
+                               cpuinfo_path=None,
                                machine: str | None = None) -> bool:
     """Sets TF_ENABLE_ONEDNN_OPTS=1 in `environ` (and says so in the log) where
     `onednn_pays_for_training`, unless the variable is set already (the user's value

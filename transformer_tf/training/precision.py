@@ -14,7 +14,7 @@ from transformer_tf.cpu import has_native_bfloat16, read_cpu_flags
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 
-def resolve_precision(name: str, cpuinfo_path="/proc/cpuinfo") -> tuple[str, str]:
+def resolve_precision(name: str, cpuinfo_path=None) -> tuple[str, str]:
     """(policy name, why) for a --precision value."""
     if name not in PRECISIONS:
         raise ValueError(f"precision: expected one of {PRECISIONS}, got {name!r}")
