@@ -165,7 +165,7 @@ def run_recipe(options: RecipeOptions) -> dict:
     print(selection.note)
     for score in scores:
         print(f"  {score.describe()}")
-    print(f"chosen: {chosen.name} ({pathlib.Path(chosen.checkpoint).name})")
+    print(f"chosen: {chosen.name} ({pathlib.Path(chosen.checkpoint).name}): {selection.reason}")
     stages.done("average_and_select")
 
     test_files = prepared.files("test")
@@ -215,8 +215,9 @@ def run_recipe(options: RecipeOptions) -> dict:
         "precision": result.precision, "precision_reason": result.precision_reason,
         "averaged_checkpoints": [str(p) for p in selection.averaged_sources],
         "averaging": selection.note,
-        "dev_scores": [dataclasses.asdict(score) for score in scores],
+        "dev_scores": [score.as_dict() for score in scores],
         "chosen": chosen.name, "chosen_checkpoint": chosen.checkpoint,
+        "choice_reason": selection.reason,
         "test_sentences": len(sources),
         "sacrebleu": scores_dict.get("bleu"), "sacrebleu_signature": scores_dict.get("signature"),
         "chrf": scores_dict.get("chrf"),
@@ -252,6 +253,7 @@ def format_summary(summary: dict) -> str:
         f"preset {summary['preset']})",
         f"checkpoints  {summary['averaging']}",
         f"dev set      {dev}; kept {summary['chosen']}",
+        f"             ({summary['choice_reason']})",
         f"decoding     beam {summary['beam_size']}, alpha {summary['alpha']}",
         f"sacreBLEU    {_two_decimals(summary['sacrebleu'])}  ({summary['sacrebleu_signature']})",
         f"BLEU (lowercased, tokenized, Multi30k style)  "

@@ -1,16 +1,21 @@
 """The main job keeps the averaged checkpoint only when it beats the latest one on the dev
-set: a run with a bad checkpoint in its final part never ends worse than its latest."""
+set: a run with a bad checkpoint in its final part never ends worse than its latest, and a
+BLEU difference within the dev set's noise never overrules the NLL."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import pathlib
+import shutil
 
 import numpy as np
 import tensorflow as tf
 
 from transformer_tf.data.prepared import load_prepared
 from transformer_tf.inference.loading import load_trained
-from transformer_tf.inference.selection import average_and_choose, choose
+from transformer_tf.evaluation import corpus_bleu
+from transformer_tf.inference.selection import DevScore, average_and_choose, compare_on_dev
+from transformer_tf.recipe import RecipeOptions, run_recipe
 from transformer_tf.training import checkpoints
 from transformer_tf.training.fit import TrainOptions, train
 
@@ -38,25 +43,74 @@ def test_a_bad_tail_checkpoint_never_makes_the_result_worse(tiny_multi30k, tmp_p
     tf.train.Checkpoint(model=model).write(tail[1])
 
     prepared = load_prepared(tiny_multi30k.directory)
-    with gc_frozen():  # (as the main job does between its stages)
-        selection = average_and_choose(model_dir, prepared, 3, beam_size=2, alpha=0.6,
-                                       bleu_limit=8)  # NLL on all 40 dev pairs
-    assert selection.averaged_sources == tail
-    latest, average = selection.scores
-    assert (latest.name, average.name) == ("latest", "averaged")
-    assert average.nll > latest.nll + 0.1  # the average really is worse here
-    assert selection.chosen == latest
+    for bleu_limit in (8, None):  # BLEU on 8 dev sentences, then on all 40
+        with gc_frozen():  # (as the main job does between its stages)
+            selection = average_and_choose(model_dir, prepared, 3, beam_size=2, alpha=0.6,
+                                           bleu_limit=bleu_limit)  # NLL on all 40 dev pairs
+        assert selection.averaged_sources == tail
+        latest, average = selection.scores
+        assert (latest.name, average.name) == ("latest", "averaged")
+        assert average.nll > latest.nll + 0.1  # the average really is worse here
+        # Both near-useless: whatever BLEU's rounding gives them, the gap is noise.
+        assert "within noise" in selection.reason, selection.reason
+        assert selection.chosen == latest
 
-    # scripts/average_checkpoints.py --select dev says the same.
+    # scripts/average_checkpoints.py --select dev says the same (BLEU on all 40).
     spec = importlib.util.spec_from_file_location("average_script",
                                                   REPO / "scripts" / "average_checkpoints.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     assert script.main(["--model-dir", str(model_dir), "--last", "3", "--select", "dev",
                         "--beam-size", "2"]) == 0
-    assert "better on the dev set: latest" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "better on the dev set: latest" in out
+    assert "within noise" in out and "the lower dev NLL decides, latest" in out
 
-    # With a good average, the choice goes the other way on the same rule.
-    better = average.__class__(name="averaged", checkpoint=average.checkpoint, nll=latest.nll - 1,
-                               bleu=latest.bleu + 1)
-    assert choose([latest, better]) == better
+    # And the main job, resuming this finished run: it keeps the latest too and says why.
+    work = tmp_path / "work"
+    shutil.copytree(tiny_multi30k.directory, work / "data")
+    metadata = json.loads((work / "data" / "prepared.json").read_text())
+    metadata["splits"]["test"] = metadata["splits"]["valid"]  # (the job decodes a test set)
+    (work / "data" / "prepared.json").write_text(json.dumps(metadata))
+    shutil.copytree(model_dir, work / "model")
+    with gc_frozen():
+        summary = run_recipe(RecipeOptions(
+            work_dir=str(work), preset="tiny", model_overrides={"num_layers": 1},
+            training_overrides={"checkpoint_every_minutes": 1e-5, "keep_checkpoints": 30},
+            max_steps=20, train_minutes=None, average_last=3, beam_size=2, test_limit=4,
+            validation_sentences=0, saved_models_dir=str(tmp_path / "saved"), verbose=0))
+    assert summary["chosen"] == "latest"
+    assert "within noise" in summary["choice_reason"]
+
+
+def scored(name, nll, translations, references):
+    return DevScore(name=name, checkpoint=name, nll=nll,
+                    bleu=corpus_bleu(list(translations), references),
+                    translations=tuple(translations))
+
+
+REFERENCES = [f"a man in a red shirt is riding bike number {i} ." for i in range(40)]
+GOOD = [f"a man in a red shirt rides bike number {i} ." for i in range(40)]
+POOR = [f"a man rides a bike {i}" for i in range(40)]
+
+
+def test_bleu_decides_beyond_noise_and_nll_within_it():
+    # Better on every sentence: beyond noise, so BLEU decides against a better NLL.
+    good, poor = scored("averaged", 3.0, GOOD, REFERENCES), scored("latest", 2.0, POOR, REFERENCES)
+    choice = compare_on_dev(poor, good, REFERENCES)
+    assert choice.chosen == good and choice.bootstrap.a_better == 1.0
+    assert "beyond noise" in choice.reason and "BLEU decides, averaged" in choice.reason
+    assert compare_on_dev(good, poor, REFERENCES).chosen == good  # either order
+
+    # Better on one sentence of 40: a BLEU lead, but within noise, so the lower NLL decides.
+    one_better = scored("averaged", 3.0, [REFERENCES[0]] + POOR[1:], REFERENCES)
+    assert one_better.bleu > poor.bleu
+    choice = compare_on_dev(poor, one_better, REFERENCES)
+    assert not choice.bootstrap.beyond_noise and choice.chosen == poor
+    assert "within noise" in choice.reason and "NLL decides, latest" in choice.reason
+    lower_nll = scored("averaged", 1.0, one_better.translations, REFERENCES)
+    assert compare_on_dev(poor, lower_nll, REFERENCES).chosen == lower_nll
+
+    # The same translations: a tie in BLEU; NLL decides, a tie in NLL keeps the incumbent.
+    twin = scored("averaged", 2.0, POOR, REFERENCES)
+    assert compare_on_dev(poor, twin, REFERENCES).chosen == poor

@@ -12,7 +12,9 @@ warning. (A run keeps its last `keep_checkpoints` checkpoints; make that at leas
 With --select dev it does what the main job does: it averages up to N checkpoints from
 the last 20% of training only, scores that average and the latest checkpoint on the dev
 set of the run's prepared data (NLL per token and BLEU with --beam-size / --alpha), and
-says which is better; export that one with `scripts/export.py --checkpoint`.
+says which is better: BLEU decides when the difference is beyond the dev set's noise (a
+paired bootstrap), the lower NLL otherwise; export that one with `scripts/export.py
+--checkpoint`.
 
 Example:
   python scripts/average_checkpoints.py --model-dir runs/multi30k/model --last 5 \\
@@ -74,6 +76,7 @@ def _run(args) -> int:
         for score in selection.scores:
             print(f"  {score.describe()}")
         print(f"better on the dev set: {selection.chosen.name} ({selection.chosen.checkpoint})")
+        print(f"  why: {selection.reason}")
         return 0
 
     try:

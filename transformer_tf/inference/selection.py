@@ -5,7 +5,13 @@ cost many BLEU points).
 Each candidate checkpoint is scored on the dev split of the prepared data: its
 negative log-likelihood per real target token (teacher forced, every dev pair) and the
 cased sacreBLEU of its translations of the dev sources with the run's search settings.
-The better BLEU wins; equal BLEU goes to the lower NLL.
+
+The rule (`choose`): a BLEU difference decides only when it is beyond the dev set's noise,
+that is when a paired bootstrap over the dev sentences finds the higher-BLEU candidate
+higher in at least 95% of the draws (`paired_bootstrap.SIGNIFICANT_FRACTION`); otherwise the
+lower NLL decides. On a small dev set, or between two near-useless models, a BLEU lead of a
+few hundredths is noise (and may even change with the CPU's rounding), while an NLL gap of a
+nat per token is not.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import pathlib
 
 from transformer_tf.data.datasets import make_evaluation_dataset
 from transformer_tf.evaluation import corpus_bleu
+from transformer_tf.evaluation.paired_bootstrap import PairedBootstrap, bleu_paired_bootstrap
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.inference.batch import from_translator, translate_lines
 from transformer_tf.inference.loading import load_trained, pick_checkpoint
@@ -30,9 +37,16 @@ class DevScore:
     checkpoint: str
     nll: float  # nats per real dev target token
     bleu: float  # cased sacreBLEU of the dev translations
+    # The dev translations BLEU was computed on (for the paired bootstrap; not reported).
+    translations: tuple = dataclasses.field(default=(), repr=False, compare=False)
 
     def describe(self) -> str:
         return f"{self.name}: dev BLEU {self.bleu:.2f}, dev NLL {self.nll:.4f}"
+
+    def as_dict(self) -> dict:
+        """name, checkpoint, nll and bleu (the translations left out)."""
+        return {"name": self.name, "checkpoint": self.checkpoint, "nll": self.nll,
+                "bleu": self.bleu}
 
 
 class DevScorer:
@@ -73,8 +87,10 @@ class DevScorer:
         nll = float(self.trainer.evaluate(self.dataset, verbose=0, return_dict=True)["nll"])
         translations, _ = translate_lines(self.translator, self.sources, self.batch_size,
                                           progress=False)
-        bleu = float(corpus_bleu([row[0] for row in translations], self.references))
-        return DevScore(name=name, checkpoint=str(path), nll=nll, bleu=bleu)
+        hypotheses = tuple(row[0] for row in translations)
+        bleu = float(corpus_bleu(hypotheses, self.references))
+        return DevScore(name=name, checkpoint=str(path), nll=nll, bleu=bleu,
+                        translations=hypotheses)
 
 
 def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alpha=None,
@@ -85,11 +101,40 @@ def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alp
                      bleu_limit).score(name, checkpoint)
 
 
-def choose(scores: list[DevScore]) -> DevScore:
-    """The best candidate: highest dev BLEU, then lowest dev NLL."""
-    if not scores:
-        raise ValueError("no candidates to choose from")
-    return max(scores, key=lambda score: (score.bleu, -score.nll))
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    chosen: DevScore
+    reason: str  # one line: the BLEU difference, whether it is beyond noise, what decided
+    bootstrap: PairedBootstrap  # challenger (A) against incumbent (B)
+
+
+def choose(incumbent: DevScore, challenger: DevScore, bootstrap: PairedBootstrap) -> Choice:
+    """The better of two candidates on the dev set: the higher BLEU when `bootstrap` (the
+    challenger's BLEU against the incumbent's, paired over the same dev sentences) finds
+    the difference beyond noise, else the lower NLL (a tie in NLL too keeps the
+    incumbent)."""
+    difference = challenger.bleu - incumbent.bleu
+    evidence = (f"{challenger.name} higher in {100 * bootstrap.a_better:.1f}%, "
+                f"{incumbent.name} in {100 * bootstrap.b_better:.1f}% of {bootstrap.samples} "
+                f"paired bootstrap samples of the {bootstrap.sentences} dev sentences")
+    head = f"{challenger.name} {difference:+.2f} BLEU against {incumbent.name}"
+    if bootstrap.beyond_noise:
+        chosen = challenger if difference > 0 else incumbent
+        return Choice(chosen, f"{head}, beyond noise ({evidence}): BLEU decides, "
+                              f"{chosen.name}", bootstrap)
+    chosen = challenger if challenger.nll < incumbent.nll else incumbent
+    return Choice(chosen, f"{head}, within noise ({evidence}): the lower dev NLL decides, "
+                          f"{chosen.name} ({chosen.nll:.4f} against "
+                          f"{(incumbent if chosen is challenger else challenger).nll:.4f})",
+                  bootstrap)
+
+
+def compare_on_dev(incumbent: DevScore, challenger: DevScore, references) -> Choice:
+    """`choose` between two scored candidates, bootstrapping their dev translations
+    against `references` (the sentences their BLEU was computed on)."""
+    bootstrap = bleu_paired_bootstrap(challenger.translations, incumbent.translations,
+                                      references)
+    return choose(incumbent, challenger, bootstrap)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +143,8 @@ class Selection:
     scores: list  # DevScore per candidate: "latest", and "averaged" when there was one
     averaged_sources: list  # checkpoint prefixes averaged (empty: not averaged)
     note: str  # what was averaged, or why not
+    reason: str  # why `chosen` was kept (`Choice.reason`, or: the only candidate)
+    newest_step: int  # the step of the run's newest training checkpoint
 
 
 def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
@@ -107,21 +154,29 @@ def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
     checkpoint on the dev set of `prepared` (BLEU on its first `bleu_limit` sentences,
     None: all). With fewer than two checkpoints in the tail nothing is averaged and the
     latest is chosen."""
+    return _average_and_choose(model_dir, prepared, last, out, beam_size, alpha, bleu_limit)
+
+
+def _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
+                        bleu_limit) -> Selection:
     available = checkpoints.readable_checkpoints(checkpoints.list_checkpoints(model_dir))
     if not available:
         raise ValueError(f"{model_dir} has no checkpoints")
+    newest_step = checkpoints.checkpoint_step(available[-1])
     tail = checkpoints.tail_checkpoints(available, last)
     scorer = DevScorer(model_dir, prepared, available[-1], beam_size=beam_size, alpha=alpha,
                        bleu_limit=bleu_limit)
-    scores = [scorer.score("latest", available[-1])]
-    sources: list = []
-    if len(tail) >= 2:
-        averaged = checkpoints.average_run(model_dir, last, out=out, allow_fewer=True,
-                                           tail_only=True)
-        sources = list(averaged.sources)
-        scores.append(scorer.score("averaged", averaged.path))
-        note = f"averaged {', '.join(pathlib.Path(p).name for p in sources)}"
-    else:
+    latest = scorer.score("latest", available[-1])
+    if len(tail) < 2:
         note = (f"not averaged: {len(tail)} checkpoint(s) in the final "
                 f"{checkpoints.TAIL_FRACTION:.0%} of training")
-    return Selection(chosen=choose(scores), scores=scores, averaged_sources=sources, note=note)
+        return Selection(chosen=latest, scores=[latest], averaged_sources=[], note=note,
+                         reason="latest: the only candidate", newest_step=newest_step)
+    averaged = checkpoints.average_run(model_dir, last, out=out, allow_fewer=True,
+                                       tail_only=True)
+    sources = list(averaged.sources)
+    average = scorer.score("averaged", averaged.path)
+    choice = compare_on_dev(latest, average, scorer.references)
+    return Selection(chosen=choice.chosen, scores=[latest, average], averaged_sources=sources,
+                     note=f"averaged {', '.join(pathlib.Path(p).name for p in sources)}",
+                     reason=choice.reason, newest_step=newest_step)
