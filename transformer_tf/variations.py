@@ -238,16 +238,12 @@ def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_l
 
 
 def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, seconds: float):
-    import tensorflow as tf
-
     from transformer_tf.data.prepared import load_prepared
     from transformer_tf.inference.selection import score_on_dev
     from transformer_tf.training import checkpoints
 
     model_dir = row_dir / "model"
-    latest = tf.train.latest_checkpoint(str(checkpoints.checkpoint_dir(model_dir)))
-    if latest is None:
-        raise FileNotFoundError(f"{model_dir}: the row has no checkpoint to score")
+    latest = checkpoints.newest_readable(model_dir)  # FileNotFoundError without one
     score = score_on_dev("latest", model_dir, latest, load_prepared(options.data_dir),
                          beam_size=4, alpha=0.6)
     steps = checkpoints.checkpoint_step(latest)

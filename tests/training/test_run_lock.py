@@ -68,7 +68,7 @@ def test_second_train_script_stops_at_once(holder, tiny_multi30k):
     # The quiet console (transformer_tf/console.py): TensorFlow's start-up lines and the
     # cuInit error are gone; what remains is our log and the one error line.
     errors = [line for line in second.stderr.splitlines() if not line.startswith("INFO ")]
-    assert errors == [f"error: {model_dir} is in use by another training run: pid "
+    assert errors == [f"error: {model_dir} is in use by another run: pid "
                       f"{process.pid} on host {socket.gethostname()}, started "
                       f"{json.loads((model_dir / HOLDER_FILE).read_text())['started']}. Wait "
                       "for it to finish, stop it, or train into another --model-dir"], \

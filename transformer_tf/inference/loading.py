@@ -27,12 +27,11 @@ EXTRA_DIR = "assets.extra"
 
 
 def pick_checkpoint(model_dir, checkpoint=None) -> str:
-    """`checkpoint` if given, else the averaged checkpoint if there is one, else the latest
-    training checkpoint: readable ones only (`checkpoints.checkpoint_problem`).
+    """`checkpoint` if given, else `default_checkpoint(model_dir)`: readable ones only
+    (`checkpoints.checkpoint_problem`).
 
-    A damaged choice of our own is skipped with a warning (the newest readable one is
-    taken); a damaged `checkpoint` raises `checkpoints.CheckpointError`, which names the
-    newest readable checkpoint of the run to use instead, if there is one.
+    A damaged `checkpoint` raises `checkpoints.CheckpointError`, which names the newest
+    readable checkpoint of the run to use instead, if there is one.
     """
     if checkpoint:
         problem = checkpoints.checkpoint_problem(checkpoint)
@@ -44,14 +43,43 @@ def pick_checkpoint(model_dir, checkpoint=None) -> str:
         except (FileNotFoundError, checkpoints.CheckpointError):
             offer = ""
         raise checkpoints.CheckpointError(problem.path, problem.problem + offer)
+    return default_checkpoint(model_dir)[0]
+
+
+def default_checkpoint(model_dir) -> tuple[str, str]:
+    """(checkpoint prefix, why) of the checkpoint a run is used with when none is named:
+
+    1. the one its last choice kept (`model_dir.read_chosen`: the dev-set choice of the
+       main job or `average --select dev`, or an explicit `average`), unless training has
+       gone on since (then the newest training checkpoint) or it is damaged (warned);
+    2. for a run with no recorded choice, its averaged checkpoint if there is one;
+    3. its newest readable training checkpoint.
+    """
+    try:
+        newest = checkpoints.newest_readable(model_dir)
+    except FileNotFoundError:  # no training checkpoint (e.g. only an averaged one)
+        newest = None
+    chosen = model_dir_lib.read_chosen(model_dir)
+    if chosen is not None:
+        if newest is not None and checkpoints.checkpoint_step(newest) > chosen.newest_step:
+            return newest, (f"the newest training checkpoint: the recorded choice "
+                            f"({chosen.name}) was made at step {chosen.newest_step}, and the "
+                            "run has trained since")
+        problem = checkpoints.checkpoint_problem(chosen.checkpoint)
+        if problem is None:
+            return chosen.checkpoint, f"the recorded choice: {chosen.name} ({chosen.reason})"
+        logger.warning("the recorded choice's checkpoint is damaged (%s); using the newest "
+                       "readable training checkpoint instead", problem)
     averaged = model_dir_lib.averaged_prefix(model_dir)
-    if averaged.with_name(averaged.name + ".index").exists():
+    if chosen is None and averaged.with_name(averaged.name + ".index").exists():
         problem = checkpoints.checkpoint_problem(averaged)
         if problem is None:
-            return str(averaged)
+            return str(averaged), "the averaged checkpoint (no choice recorded)"
         logger.warning("the averaged checkpoint is damaged (%s); using the newest readable "
                        "training checkpoint instead", problem)
-    return checkpoints.newest_readable(model_dir)
+    if newest is None:
+        raise FileNotFoundError(f"{model_dir}: no checkpoint found (train first)")
+    return newest, "the newest training checkpoint"
 
 
 def load_trained(model_dir, checkpoint=None, **decoding_overrides):

@@ -26,7 +26,9 @@ from transformer_tf.inference.batch import from_translator, translate_lines
 from transformer_tf.inference.loading import load_trained, pick_checkpoint
 from transformer_tf.inference.translator import Translator
 from transformer_tf.training import checkpoints
+from transformer_tf.training import model_dir as model_dir_lib
 from transformer_tf.training.model_dir import read_tokenizer_proto
+from transformer_tf.training.run_lock import hold_run
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.word_loss import pooled_ids
 
@@ -153,8 +155,15 @@ def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
     (`checkpoints.tail_checkpoints`) and choose between that average and the latest
     checkpoint on the dev set of `prepared` (BLEU on its first `bleu_limit` sentences,
     None: all). With fewer than two checkpoints in the tail nothing is averaged and the
-    latest is chosen."""
-    return _average_and_choose(model_dir, prepared, last, out, beam_size, alpha, bleu_limit)
+    latest is chosen. Holds the run's lock, and records the choice in the run directory
+    (`model_dir.write_chosen`), where export and translate find it."""
+    with hold_run(model_dir):
+        selection = _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
+                                        bleu_limit)
+        model_dir_lib.write_chosen(model_dir, model_dir_lib.ChosenCheckpoint(
+            checkpoint=selection.chosen.checkpoint, name=selection.chosen.name,
+            reason=selection.reason, newest_step=selection.newest_step))
+    return selection
 
 
 def _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,

@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from transformer_tf.models.registry import build_model
 from transformer_tf.training import model_dir as model_dir_lib
+from transformer_tf.training.run_lock import hold_run
 
 logger = logging.getLogger(__name__)
 
@@ -81,17 +82,27 @@ def make_manager(model, optimizer, model_dir, max_to_keep: int,
 
 
 def restore_latest(manager: tf.train.CheckpointManager) -> int:
-    """Restore the newest checkpoint if there is one; returns the restored step (0 if none).
+    """Restore the newest readable checkpoint of the manager's directory if there is one
+    (damaged newer ones skipped with a warning); returns the restored step (0 if there is
+    no checkpoint). Raises `CheckpointError` when checkpoints exist and none is readable.
 
     Optimizer slot variables must exist before restoring: build the optimizer first. The
     batch counter keeps its value if the checkpoint has none (written before it existed).
     """
-    latest = manager.latest_checkpoint
-    if latest is None:
+    model_dir = pathlib.Path(manager.directory).parent
+    found = list_checkpoints(model_dir)
+    if not found:
         return 0
+    good = readable_checkpoints(found, wanted=1)
+    if not good:
+        raise CheckpointError(checkpoint_problem(found[-1]).path,
+                              f"damaged, and so are the {len(found) - 1} older checkpoint(s) "
+                              f"of {model_dir}; nothing was restored")
+    latest = good[-1]
     checkpoint = manager.checkpoint
-    tf.train.Checkpoint(model=checkpoint.model, optimizer=checkpoint.optimizer) \
-        .restore(latest).assert_existing_objects_matched().expect_partial()  # not `batches`
+    with reading(latest):
+        tf.train.Checkpoint(model=checkpoint.model, optimizer=checkpoint.optimizer) \
+            .restore(latest).assert_existing_objects_matched().expect_partial()  # not `batches`
     batches = getattr(checkpoint, "batches", None)
     reader = tf.train.load_checkpoint(latest)
     if batches is not None and reader.has_tensor(BATCHES_KEY):
@@ -129,12 +140,103 @@ def tail_checkpoints(paths: list[str], last: int) -> list[str]:
     return distinct[-last:]
 
 
-def list_checkpoints(model_dir) -> list[str]:
-    """Checkpoint prefixes of MDIR, oldest first."""
+_CHECKPOINT_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
+STATE_FILE = "checkpoint"  # the manager's state file in MDIR/checkpoints
+DAMAGED_SUBDIR = "damaged"
+_reported_state_problems: set = set()
+
+
+def checkpoints_on_disk(model_dir) -> list[str]:
+    """Prefixes of the `ckpt-<step>` checkpoints whose index file is in MDIR/checkpoints,
+    lowest step first."""
+    directory = checkpoint_dir(model_dir)
+    if not directory.is_dir():
+        return []
+    found = [(int(match.group(1)), str(directory / f"ckpt-{match.group(1)}"))
+             for match in map(_CHECKPOINT_INDEX.match, os.listdir(directory)) if match]
+    return [prefix for _, prefix in sorted(found)]
+
+
+def state_problem(model_dir, found: list[str] | None = None) -> str | None:
+    """What is wrong with MDIR/checkpoints/checkpoint (the manager's list of its
+    checkpoints) given the checkpoints `found` on disk, or None when it lists exactly
+    those, newest last."""
+    found = checkpoints_on_disk(model_dir) if found is None else found
+    path = checkpoint_dir(model_dir) / STATE_FILE
+    if not path.exists():
+        return f"{path} is missing" if found else None
     state = tf.train.get_checkpoint_state(str(checkpoint_dir(model_dir)))
     if state is None:
+        return f"{path} is unreadable"
+    listed = [pathlib.Path(p).name for p in state.all_model_checkpoint_paths]
+    names = [pathlib.Path(p).name for p in found]
+    latest = pathlib.Path(state.model_checkpoint_path).name
+    if sorted(listed) != sorted(names) or (names and latest != names[-1]):
+        unlisted = sorted(set(names) - set(listed), key=checkpoint_step)
+        gone = sorted(set(listed) - set(names), key=checkpoint_step)
+        return (f"{path} lists {len(listed)} checkpoint(s), newest {latest or 'none'}, but "
+                f"{len(names)} are present" + (f" ({', '.join(unlisted)} not listed)" if unlisted
+                                              else "") +
+                (f" ({', '.join(gone)} listed but absent)" if gone else ""))
+    return None
+
+
+def list_checkpoints(model_dir) -> list[str]:
+    """Checkpoint prefixes of MDIR, oldest first: the `ckpt-<step>` checkpoints present.
+
+    The files decide, not the manager's state file: when that file is missing, unreadable
+    or lists other checkpoints (a crash, a copy, a hand edit), a warning says so once and
+    the checkpoints present are used; `train` rewrites it (`repair_checkpoint_state`)."""
+    found = checkpoints_on_disk(model_dir)
+    problem = state_problem(model_dir, found)
+    if problem is not None and problem not in _reported_state_problems:
+        _reported_state_problems.add(problem)
+        logger.warning("%s; using the %d checkpoint(s) present", problem, len(found))
+    return found
+
+
+def repair_checkpoint_state(model_dir) -> list[pathlib.Path]:
+    """Before a run resumes (holding the run's lock): damaged checkpoints newer than the
+    newest readable one are moved to MDIR/checkpoints/damaged/ (kept for inspection, out
+    of the run's way), and the state file is rewritten from the checkpoints present when
+    it does not list exactly them. Each change is logged as a warning. Returns the moved
+    files. Raises `CheckpointError` when checkpoints exist and none is readable: a resume
+    must not silently start again from step 0."""
+    found = checkpoints_on_disk(model_dir)
+    if not found:
         return []
-    return list(state.all_model_checkpoint_paths)
+    good = readable_checkpoints(found, wanted=1)
+    if not good:
+        raise CheckpointError(checkpoint_problem(found[-1]).path,
+                              f"damaged, and so are the {len(found) - 1} older checkpoint(s) "
+                              f"of {model_dir}; nothing was restored. Move "
+                              f"{checkpoint_dir(model_dir)} aside to train from the start")
+    moved = []
+    newer = [p for p in found if checkpoint_step(p) > checkpoint_step(good[-1])]
+    if newer:
+        aside = checkpoint_dir(model_dir) / DAMAGED_SUBDIR
+        aside.mkdir(exist_ok=True)
+        for prefix in newer:
+            for path in sorted(glob.glob(glob.escape(prefix) + ".*")):
+                target = aside / pathlib.Path(path).name
+                os.replace(path, target)
+                moved.append(target)
+        logger.warning("moved the damaged checkpoint(s) %s to %s; resuming from %s",
+                       ", ".join(pathlib.Path(p).name for p in newer), aside,
+                       pathlib.Path(good[-1]).name)
+        found = [p for p in found if p not in newer]
+    problem = state_problem(model_dir, found)
+    if problem is not None:
+        names = [pathlib.Path(p).name for p in found]
+        # Each with its save time: the manager then keeps them in its rotation (entries
+        # without times it treats as preserved for ever and drops from its list).
+        times = [os.path.getmtime(p + ".index") for p in found]
+        tf.compat.v1.train.update_checkpoint_state(
+            str(checkpoint_dir(model_dir)), names[-1], all_model_checkpoint_paths=names,
+            all_model_checkpoint_timestamps=times, last_preserved_timestamp=min(times) - 1.0)
+        logger.warning("%s; rewrote it from the %d checkpoint(s) present (newest %s)",
+                       problem, len(names), names[-1])
+    return moved
 
 
 class CheckpointError(ValueError):
@@ -306,7 +408,14 @@ def average_run(model_dir, last: int | None = None, out=None,
       allow_fewer: with fewer than `last` checkpoints, average those (the result's
         `requested` tells) instead of raising ValueError.
       tail_only: candidates only from the final part of training (`tail_checkpoints`).
+
+    Holds the run's lock (`run_lock.hold_run`): a run being trained is not averaged.
     """
+    with hold_run(model_dir):
+        return _average_run(model_dir, last, out, allow_fewer, tail_only)
+
+
+def _average_run(model_dir, last, out, allow_fewer, tail_only) -> AveragedCheckpoint:
     run = model_dir_lib.read_run_config(model_dir)
     last = last or run.training.average_last
     available = readable_checkpoints(list_checkpoints(model_dir))
@@ -323,6 +432,21 @@ def average_run(model_dir, last: int | None = None, out=None,
     path = average_checkpoints(model, selected, out or model_dir_lib.averaged_prefix(model_dir))
     return AveragedCheckpoint(path=path, sources=selected, requested=last,
                               parameters=model.count_params())
+
+
+def average_into_run(model_dir, last: int | None = None,
+                     allow_fewer: bool = False) -> AveragedCheckpoint:
+    """`average_run` into MDIR/averaged/, recorded as the run's choice
+    (`model_dir.write_chosen`): averaging on request is the user's choice, so export and
+    translate use the average until the run trains on or another choice is made."""
+    with hold_run(model_dir):
+        averaged = average_run(model_dir, last, allow_fewer=allow_fewer)
+        names = ", ".join(pathlib.Path(p).name for p in averaged.sources)
+        model_dir_lib.write_chosen(model_dir, model_dir_lib.ChosenCheckpoint(
+            checkpoint=averaged.path, name="averaged",
+            reason=f"the average of {names}, made on request (no dev-set choice)",
+            newest_step=checkpoint_step(newest_readable(model_dir))))
+    return averaged
 
 
 @contextlib.contextmanager

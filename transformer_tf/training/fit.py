@@ -32,7 +32,7 @@ from transformer_tf.training.keras_workarounds import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau
 from transformer_tf.training.precision import resolve_precision
-from transformer_tf.training.run_lock import RunLock
+from transformer_tf.training.run_lock import hold_run
 from transformer_tf.training.schedule import TransformerSchedule
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.validation import ValidationTranslations
@@ -94,10 +94,12 @@ def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
     preset = get_preset(options.preset)
     model = preset.model.replace(vocab_size=prepared.vocab_size, **options.model_overrides)
     training = preset.training.replace(**options.training_overrides)
-    return model_dir_lib.RunConfig(model=model.resolved(), training=training,
-                                   decoding=preset.decoding,
-                                   data_dir=str(pathlib.Path(options.data_dir).resolve()),
-                                   preset=options.preset, family=preset.family)
+    return model_dir_lib.RunConfig(
+        model=model.resolved(), training=training, decoding=preset.decoding,
+        data_dir=str(pathlib.Path(options.data_dir).resolve()), preset=options.preset,
+        family=preset.family, source_language=prepared.source_language,
+        target_language=prepared.target_language,
+        tokenizer_sha256=model_dir_lib.tokenizer_sha256(prepared.bpe_model_path.read_bytes()))
 
 
 def make_optimizer(training: TrainingConfig, model_width: int) -> keras.optimizers.Optimizer:
@@ -189,17 +191,18 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                              f"{options.preset!r} has no step plan)")
         options = dataclasses.replace(options, max_steps=run.training.train_steps)
     model_dir = pathlib.Path(options.model_dir)
-    config_path = model_dir / model_dir_lib.RUN_CONFIG
-    if config_path.exists():
-        model_dir_lib.check_resumable(model_dir_lib.read_run_config(model_dir), run, model_dir)
 
     keras.mixed_precision.set_global_policy(precision)
     logger.info("precision %s (%s)", precision, precision_reason)
     strategy = make_strategy(options.strategy, options.devices)
     chief = is_chief(strategy)
+    if chief:  # the lock first: nothing is read to decide, or written, without it
+        held_until_the_end.enter_context(hold_run(model_dir, create=True))
+    resuming = model_dir_lib.check_resume_in(model_dir, run)
     if chief:
-        held_until_the_end.enter_context(RunLock(model_dir))
         checkpoints.remove_interrupted_saves(model_dir)
+        if resuming:
+            checkpoints.repair_checkpoint_state(model_dir)
         model_dir_lib.write_run_config(model_dir, run)
         model_dir_lib.write_tokenizer(model_dir, prepared.bpe_model_path)
     keras.utils.set_random_seed(run.training.seed)

@@ -4,6 +4,8 @@
     MDIR/bpe.model           the run's sentencepiece model (a copy of the prepared data's)
     MDIR/checkpoints/        training checkpoints (see checkpoints.py)
     MDIR/averaged/           averaged checkpoint(s) (scripts/average_checkpoints.py)
+    MDIR/chosen_checkpoint.json  the checkpoint the last choice kept (`write_chosen`):
+                             export and translate use it when not told otherwise
     MDIR/logs/train, logs/validation   TensorBoard event files
 
 A model directory is self-contained: export, averaging and translation read nothing else
@@ -18,7 +20,9 @@ then meant d_v = d_k (kept: the run's meaning does not change).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import logging
 import pathlib
 import shutil
 
@@ -28,6 +32,7 @@ from transformer_tf.models.registry import DEFAULT_FAMILY, config_class
 
 RUN_CONFIG = "run_config.json"
 TOKENIZER_FILE = "bpe.model"
+CHOSEN_FILE = "chosen_checkpoint.json"
 FORMAT_VERSION = 2
 
 
@@ -41,12 +46,19 @@ class RunConfig:
     data_dir: str
     preset: str
     family: str = DEFAULT_FAMILY
+    # What the run translates and with which tokenizer (part of its identity, see
+    # `check_resumable`); empty in run directories written before they were recorded.
+    source_language: str = ""
+    target_language: str = ""  # "tree" for parsing
+    tokenizer_sha256: str = ""
 
     def to_json(self) -> str:
         return json.dumps({
             "format": FORMAT_VERSION, "family": self.family, "preset": self.preset,
             "data_dir": self.data_dir, "model": self.model.get_config(),
-            "training": self.training.get_config(), "decoding": self.decoding.get_config()},
+            "training": self.training.get_config(), "decoding": self.decoding.get_config(),
+            "source_language": self.source_language, "target_language": self.target_language,
+            "tokenizer_sha256": self.tokenizer_sha256},
             indent=2, sort_keys=True)
 
     @classmethod
@@ -60,7 +72,10 @@ class RunConfig:
             return cls(model=config_class(family).from_config(model),
                        training=TrainingConfig.from_config(training),
                        decoding=DecodingConfig.from_config(raw["decoding"]),
-                       data_dir=raw["data_dir"], preset=raw["preset"], family=family)
+                       data_dir=raw["data_dir"], preset=raw["preset"], family=family,
+                       source_language=raw.get("source_language", ""),
+                       target_language=raw.get("target_language", ""),
+                       tokenizer_sha256=raw.get("tokenizer_sha256", ""))
         except (KeyError, ValueError, TypeError) as error:
             raise ValueError(f"{source}: not a valid run configuration ({error})") from error
 
@@ -111,6 +126,47 @@ def write_tokenizer(model_dir, source_path) -> None:
     tmp.replace(target)
 
 
+@dataclasses.dataclass(frozen=True)
+class ChosenCheckpoint:
+    """The checkpoint a choice kept (the dev-set choice, or an explicit average)."""
+
+    checkpoint: str  # its prefix (absolute)
+    name: str  # "latest", "averaged"
+    reason: str  # why, in one line
+    newest_step: int  # the run's newest training checkpoint when the choice was made
+
+
+def write_chosen(model_dir, chosen: ChosenCheckpoint) -> None:
+    """Record `chosen` in MDIR/chosen_checkpoint.json (atomically; the path relative to
+    MDIR when inside it, so that a copied run directory still finds it)."""
+    model_dir = pathlib.Path(model_dir)
+    path = pathlib.Path(chosen.checkpoint)
+    try:
+        stored = str(path.resolve().relative_to(model_dir.resolve()))
+    except ValueError:
+        stored = str(path.resolve())
+    record = {**dataclasses.asdict(chosen), "checkpoint": stored}
+    target = model_dir / CHOSEN_FILE
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(target)
+
+
+def read_chosen(model_dir) -> ChosenCheckpoint | None:
+    """The recorded choice of MDIR, or None when there is none (or it is unreadable:
+    logged, and treated as none)."""
+    path = pathlib.Path(model_dir) / CHOSEN_FILE
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        chosen = ChosenCheckpoint(**record)
+    except (ValueError, TypeError) as error:
+        logging.getLogger(__name__).warning("%s: unreadable (%s); ignored", path, error)
+        return None
+    return dataclasses.replace(chosen, checkpoint=str(pathlib.Path(model_dir) / chosen.checkpoint))
+
+
 def read_tokenizer_proto(model_dir) -> bytes:
     """The run's sentencepiece model; runs written before the model directory held it
     fall back to their prepared data directory."""
@@ -134,15 +190,51 @@ def read_run_config(model_dir) -> RunConfig:
     return RunConfig.from_json(path.read_text(), source=str(path))
 
 
-def check_resumable(existing: RunConfig, requested: RunConfig, model_dir) -> None:
-    """A run resumes only with the model it started with (family and every model field,
-    derived sizes resolved); training and decoding knobs may change. Raises ValueError
-    naming the fields that differ."""
-    old = {"family": existing.family, **existing.model.resolved().get_config()}
-    new = {"family": requested.family, **requested.model.resolved().get_config()}
-    differing = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+def tokenizer_sha256(proto: bytes) -> str:
+    """The hex sha256 of a serialized sentencepiece model: the run's tokenizer identity."""
+    return hashlib.sha256(proto).hexdigest()
+
+
+class RunMismatchError(ValueError):
+    """A command would change what a run directory holds (another model, tokenizer or
+    language pair); the message names each field and both values."""
+
+
+def _identity(run: RunConfig, tokenizer: str) -> dict:
+    return {"family": run.family, **run.model.resolved().get_config(),
+            "source language": run.source_language, "target language": run.target_language,
+            "tokenizer sha256": tokenizer}
+
+
+def check_resumable(existing: RunConfig, requested: RunConfig, model_dir,
+                    existing_tokenizer_sha256: str | None = None) -> None:
+    """A run resumes only as the run it is: the same family and model fields (derived
+    sizes resolved), language pair (or task) and tokenizer; training and decoding knobs and
+    the data directory's location may change. `existing_tokenizer_sha256` is the sha256 of
+    the tokenizer in the run directory (default: the recorded one). A field an older run
+    directory did not record is not compared. Raises `RunMismatchError` naming every field
+    that differs with both values."""
+    old = _identity(existing, existing_tokenizer_sha256 or existing.tokenizer_sha256)
+    new = _identity(requested, requested.tokenizer_sha256)
+    unrecorded = {k for k in ("source language", "target language", "tokenizer sha256")
+                  if not old[k]}
+    differing = sorted(k for k in old.keys() | new.keys()
+                       if k not in unrecorded and old.get(k) != new.get(k))
     if differing:
-        details = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in differing)
-        raise ValueError(
-            f"{model_dir} holds a run with a different model ({details}); use another "
-            "--model-dir or the same preset and overrides")
+        details = "; ".join(f"{k}: the run's {old.get(k)!r}, requested {new.get(k)!r}"
+                            for k in differing)
+        raise RunMismatchError(
+            f"{model_dir} holds another run ({details}); nothing was written. Use another "
+            "--model-dir, or the run's own data, preset and overrides")
+
+
+def check_resume_in(model_dir, requested: RunConfig) -> bool:
+    """`check_resumable` against the run in `model_dir`, comparing the tokenizer file the
+    directory holds; True when there is a run to resume, False for a new directory."""
+    if not (pathlib.Path(model_dir) / RUN_CONFIG).exists():
+        return False
+    existing = read_run_config(model_dir)
+    path = tokenizer_path(model_dir)
+    held = tokenizer_sha256(path.read_bytes()) if path.exists() else None
+    check_resumable(existing, requested, model_dir, held)
+    return True

@@ -1,15 +1,19 @@
 """One training run at a time per model directory: an exclusive lock held for the run's life.
 
 Two runs writing the same MDIR would interleave their checkpoint saves, orphan each
-other's checkpoints, and averaging would then mix two trajectories. So `train` holds
+other's checkpoints, and averaging would then mix two trajectories. So every command that
+writes into a run directory (train, the main and parsing jobs, the Table 3 runner, average)
+holds, through `hold_run`,
 
     MDIR/.run.lock       the lock itself: an OS lock (flock) on this file, via `filelock`
                          (the empty file stays after the run: deleting it would race
                          with the next taker)
     MDIR/run.lock.json   who holds it: {"pid", "host", "started" (UTC, ISO 8601), "argv"}
 
-while it runs. Under a multi-worker strategy the chief holds it (the other workers only
-read MDIR). A second run on the same MDIR fails at once with `RunLockedError`, whose
+while it runs, from before it reads what decides its work until it has written the last
+file. Under a multi-worker strategy the chief holds it (the other workers only read MDIR).
+A job that holds the lock and calls another command's code (the main job training, then
+averaging) holds it once: `hold_run` is re-entrant within a process. A second run on the same MDIR fails at once with `RunLockedError`, whose
 message names the holder from run.lock.json.
 
 A crashed or SIGKILLed run cannot leave a stale lock behind: the operating system drops a
@@ -28,10 +32,12 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import contextlib
 import os
 import pathlib
 import socket
 import sys
+import threading
 
 import filelock
 
@@ -39,6 +45,10 @@ logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".run.lock"
 HOLDER_FILE = "run.lock.json"
+
+
+_held: dict[pathlib.Path, int] = {}  # run directories this process holds: nesting depth
+_held_guard = threading.Lock()
 
 
 class RunLockedError(RuntimeError):
@@ -83,7 +93,7 @@ class RunLock:
             self._lock.acquire(timeout=0)
         except filelock.Timeout:
             raise RunLockedError(
-                f"{self.model_dir} is in use by another training run: "
+                f"{self.model_dir} is in use by another run: "
                 f"{_describe(read_holder(self.model_dir))}. Wait for it to finish, stop "
                 "it, or train into another --model-dir") from None
         self.previous_holder = read_holder(self.model_dir)
@@ -110,3 +120,27 @@ class RunLock:
 
     def __exit__(self, *exc_info) -> None:
         self.release()
+
+
+@contextlib.contextmanager
+def hold_run(model_dir, create: bool = False):
+    """Holds MDIR's `RunLock` for the block, or nothing more when this process already
+    holds it (an outer `hold_run`); raises `RunLockedError` when another process does.
+    A missing MDIR raises FileNotFoundError unless `create` (a new training run)."""
+    if not create and not pathlib.Path(model_dir).is_dir():
+        raise FileNotFoundError(f"{model_dir}: no such run directory")
+    key = pathlib.Path(model_dir).resolve()
+    with _held_guard:
+        outer = key in _held
+        if not outer:
+            lock = RunLock(model_dir).acquire()
+        _held[key] = _held.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        with _held_guard:
+            _held[key] -= 1
+            if not _held[key]:
+                del _held[key]
+                if not outer:
+                    lock.release()
