@@ -32,6 +32,8 @@ import logging
 import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import positive_int
 
 
 def heads_list(text: str):
@@ -57,22 +59,22 @@ def main(argv=None):
                                          "beam-search translation)")
     parser.add_argument("--kind", choices=("encoder", "decoder", "cross"), default="encoder",
                         help="which attention (default: encoder)")
-    parser.add_argument("--layer", type=int, help="layer, from 1 (default: the last)")
+    parser.add_argument("--layer", type=positive_int, help="layer, from 1 (default: the last)")
     parser.add_argument("--heads", type=heads_list, default=None,
                         help="'all' (default) or head numbers from 1, e.g. 1,3")
     parser.add_argument("--word", help="lines figure: only the lines from this query word "
                                        "(its first occurrence; default: all words)")
     parser.add_argument("--pieces", action="store_true",
                         help="label BPE pieces instead of merging them into words")
-    parser.add_argument("--beam-size", type=int, help="search beam (default: the model's)")
+    parser.add_argument("--beam-size", type=positive_int, help="search beam (default: the model's)")
     parser.add_argument("--alpha", type=float, help="length penalty exponent")
-    parser.add_argument("--dpi", type=int, default=100, help="PNG pixels per inch")
+    parser.add_argument("--dpi", type=positive_int, default=100, help="PNG pixels per inch")
     parser.add_argument("--out", required=True, help="directory for the PNG files")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     with console.session(args.verbose):
-        return _run(args)
+        return run_command(_run, args, verbose=args.verbose)
 
 
 def _run(args) -> int:

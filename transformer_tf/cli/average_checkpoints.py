@@ -12,13 +12,15 @@ warning. (A run keeps its last `keep_checkpoints` checkpoints; make that at leas
 With --select dev it does what the main job does: it averages up to N checkpoints from
 the last 20% of training only, scores that average and the latest checkpoint on the dev
 set of the run's prepared data (NLL per token and BLEU with --beam-size / --alpha), and
-says which is better: BLEU decides when the difference is beyond the dev set's noise (a
-paired bootstrap), the lower NLL otherwise; export that one with `scripts/export.py
---checkpoint`.
+keeps the better one: BLEU decides when the difference is beyond the dev set's noise (a
+paired bootstrap), the lower NLL otherwise.
+
+The checkpoint kept (the average written into MDIR/averaged/, or the dev-set choice) is
+recorded in MDIR/chosen_checkpoint.json: export and translate use it unless told
+otherwise with --checkpoint, until the run trains further.
 
 Example:
-  python scripts/average_checkpoints.py --model-dir runs/multi30k/model --last 5 \\
-      --out runs/multi30k/model/averaged/ckpt
+  python scripts/average_checkpoints.py --model-dir runs/multi30k/model --last 5
 """
 import argparse
 import logging
@@ -26,6 +28,8 @@ import pathlib
 import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import positive_int
 
 
 def main(argv=None) -> int:
@@ -33,7 +37,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True,
                         help="the run's model directory (written by scripts/train.py)")
-    parser.add_argument("--last", type=int,
+    parser.add_argument("--last", type=positive_int,
                         help="how many of the newest checkpoints to average (default: the "
                              "run's training.average_last: 5 for base, 20 for big)")
     parser.add_argument("--out",
@@ -44,7 +48,7 @@ def main(argv=None) -> int:
     parser.add_argument("--select", choices=("none", "dev"), default="none",
                         help="dev: average from the final part of training only and compare "
                              "with the latest checkpoint on the dev set (default none)")
-    parser.add_argument("--beam-size", type=int, help="search for --select dev (default: the run's)")
+    parser.add_argument("--beam-size", type=positive_int, help="search for --select dev (default: the run's)")
     parser.add_argument("--alpha", type=float, help="length penalty for --select dev")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
@@ -52,7 +56,7 @@ def main(argv=None) -> int:
         parser.error(f"--last must be at least 1, got {args.last}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):
-        return _run(args)
+        return run_command(_run, args, verbose=args.verbose)
 
 
 def _run(args) -> int:
@@ -60,35 +64,41 @@ def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.data.prepared import load_prepared
     from transformer_tf.inference.selection import average_and_choose
-    from transformer_tf.training.checkpoints import average_run
-    from transformer_tf.training.model_dir import read_run_config
+    from transformer_tf.training.checkpoints import average_into_run, average_run
+    from transformer_tf.training.model_dir import CHOSEN_FILE, averaged_prefix, read_run_config
 
     if args.select == "dev":
-        try:
-            run = read_run_config(args.model_dir)
-            selection = average_and_choose(
-                args.model_dir, load_prepared(run.data_dir), args.last or run.training.average_last,
-                args.out, beam_size=args.beam_size, alpha=args.alpha)
-        except (FileNotFoundError, ValueError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
+        run = read_run_config(args.model_dir)
+        selection = average_and_choose(
+            args.model_dir, load_prepared(run.data_dir), args.last or run.training.average_last,
+            args.out, beam_size=args.beam_size, alpha=args.alpha)
         print(selection.note)
         for score in selection.scores:
             print(f"  {score.describe()}")
         print(f"better on the dev set: {selection.chosen.name} ({selection.chosen.checkpoint})")
         print(f"  why: {selection.reason}")
+        print(f"  recorded in {pathlib.Path(args.model_dir) / CHOSEN_FILE}: export and "
+              "translate use it")
         return 0
 
+    into_run = args.out is None or (pathlib.Path(args.out).resolve()
+                                    == averaged_prefix(args.model_dir).resolve())
     try:
-        averaged = average_run(args.model_dir, args.last, args.out, args.allow_fewer)
-    except (FileNotFoundError, ValueError) as error:
-        hint = "; pass --allow-fewer to average those" if "fewer than" in str(error) else ""
-        print(f"error: {error}{hint}", file=sys.stderr)
+        if into_run:
+            averaged = average_into_run(args.model_dir, args.last, args.allow_fewer)
+        else:
+            averaged = average_run(args.model_dir, args.last, args.out, args.allow_fewer)
+    except ValueError as error:
+        if "fewer than" not in str(error):
+            raise
+        print(f"error: {error}; pass --allow-fewer to average those", file=sys.stderr)
         return 2
     names = ", ".join(pathlib.Path(p).name for p in averaged.sources)
     if len(averaged.sources) < averaged.requested:
         print(f"warning: only {len(averaged.sources)} checkpoint(s), fewer than --last "
               f"{averaged.requested}; averaged those", file=sys.stderr)
     print(f"averaged {len(averaged.sources)} checkpoint(s) ({names}) -> {averaged.path}")
+    if into_run:
+        print(f"recorded in {pathlib.Path(args.model_dir) / CHOSEN_FILE}: export and "
+              "translate use it")
     return 0
-

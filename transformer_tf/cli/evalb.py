@@ -18,6 +18,8 @@ import json
 import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import positive_int
 
 
 def main(argv=None):
@@ -28,7 +30,7 @@ def main(argv=None):
     parser.add_argument("--against", metavar="OTHER",
                         help="a second parser's trees of the same sentences: compare TEST "
                              "with them by paired bootstrap")
-    parser.add_argument("--samples", type=int, default=1000,
+    parser.add_argument("--samples", type=positive_int, default=1000,
                         help="bootstrap samples for --against (default 1000)")
     parser.add_argument("--seed", type=int, default=0,
                         help="random seed of the bootstrap draws (default 0)")
@@ -36,7 +38,7 @@ def main(argv=None):
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     with console.session(args.verbose):
-        return _run(parser, args)
+        return run_command(_run, parser, args, verbose=args.verbose)
 
 
 def _run(parser, args) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
 from transformer_tf.evaluation import (
     DEFAULT_LANG,
     EvaluationInputError,
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     with console.session(args.verbose):
-        return _run(parser, args)
+        return run_command(_run, parser, args, verbose=args.verbose)
 
 
 def _run(parser, args) -> int:

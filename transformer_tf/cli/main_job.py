@@ -17,9 +17,10 @@ Examples:
 """
 import argparse
 import logging
-import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cpu import prefer_onednn_for_training
 from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
 
@@ -31,7 +32,7 @@ def main(argv=None):
                         help="corpus (default multi30k; wmt14 through TFDS, for GPUs)")
     parser.add_argument("--src", default="en", help="source language (default en)")
     parser.add_argument("--tgt", default="de", help="target language (default de; fr works)")
-    parser.add_argument("--vocab-size", type=int, default=8000,
+    parser.add_argument("--vocab-size", type=positive_int, default=8000,
                         help="shared BPE vocabulary size (default 8000; paper 37000 for WMT)")
     parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
                         help="shared subword vocabulary: sentencepiece BPE (default) or "
@@ -50,26 +51,28 @@ def main(argv=None):
                         help="dtype policy (default auto: mixed_bfloat16 on CPUs with native "
                              "bfloat16, float32 elsewhere)")
     parser.add_argument("--epochs", type=float, help="train this many epochs in total")
-    parser.add_argument("--max-steps", type=int, help="train this many steps in total")
-    parser.add_argument("--eval-every", type=int, default=500,
+    parser.add_argument("--max-steps", type=positive_int, help="train this many steps in total")
+    parser.add_argument("--eval-every", type=positive_int, default=500,
                         help="steps between validation loss/BLEU (default 500)")
-    parser.add_argument("--average-last", type=int,
+    parser.add_argument("--average-last", type=positive_int,
                         help="checkpoints to average, from the last 20%% of training; the "
                              "average is kept only if it beats the latest checkpoint on the "
                              "dev set (default: the preset's, 5)")
-    parser.add_argument("--beam-size", type=int,
+    parser.add_argument("--beam-size", type=positive_int,
                         help="beam size (default: the preset's; 4 Transformer, 5 ConvS2S)")
     parser.add_argument("--alpha", type=float, help="length penalty (default: the preset's, 0.6)")
-    parser.add_argument("--test-limit", type=int, help="decode only the first N test sentences")
-    parser.add_argument("--dev-limit", type=int,
+    parser.add_argument("--test-limit", type=positive_int, help="decode only the first N test sentences")
+    parser.add_argument("--dev-limit", type=positive_int,
                         help="choose between the latest and the averaged checkpoint by BLEU "
                              "on the first N dev sentences only (default: all)")
     parser.add_argument("--export-name",
                         help="saved_models/NAME (default: the work directory's name)")
-    parser.add_argument("--export-version", type=int, default=1, help="version (default 1)")
+    parser.add_argument("--export-version", type=positive_int,
+                        help="version (default: the next free one, so that TF Serving loads "
+                             "it beside the earlier ones; an existing version is refused)")
     parser.add_argument("--saved-models-dir", default="saved_models",
                         help="root of exported models (default saved_models)")
-    parser.add_argument("--validation-sentences", type=int, default=200,
+    parser.add_argument("--validation-sentences", type=non_negative_int, default=200,
                         help="dev sentences for validation BLEU during training (default 200)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     console.add_verbose_flag(parser)
@@ -77,13 +80,12 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()
     with console.session(args.verbose):
-        return _run(parser, args)
+        return run_command(_run, parser, args, verbose=args.verbose)
 
 
 def _run(parser, args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.data.textio import CorpusError
     from transformer_tf.recipe import RecipeOptions, format_summary, run_recipe
 
     args.preset, model_overrides, training_overrides = resolve_model_flags(parser, args)
@@ -102,11 +104,7 @@ def _run(parser, args) -> int:
         model_overrides=model_overrides, training_overrides=training_overrides,
         validation_sentences=args.validation_sentences, precision=args.precision,
         verbose=0 if args.quiet else 1)
-    try:
-        summary = run_recipe(options)
-    except CorpusError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    summary = run_recipe(options)
     print(format_summary(summary))
     return 0
 

@@ -15,6 +15,8 @@ import logging
 import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import non_negative_int, positive_int
 
 
 def main(argv=None):
@@ -24,19 +26,19 @@ def main(argv=None):
     source.add_argument("--model", help="parsing SavedModel directory")
     source.add_argument("--model-dir", help="parsing training run directory")
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
-    parser.add_argument("--beam-size", type=int, help="with --model-dir (default: the run's)")
+    parser.add_argument("--beam-size", type=positive_int, help="with --model-dir (default: the run's)")
     parser.add_argument("--alpha", type=float, help="with --model-dir (default: the run's)")
-    parser.add_argument("--max-extra-length", type=int,
+    parser.add_argument("--max-extra-length", type=non_negative_int,
                         help="with --model-dir (default: the run's)")
     parser.add_argument("--grammar", choices=("none", "tree"),
                         help="with --model-dir: output constraint (default tree: well-formed "
                              "trees with every input word in place)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     with console.session(args.verbose):
-        return _run(parser, args)
+        return run_command(_run, parser, args, verbose=args.verbose)
 
 
 def _run(parser, args) -> int:

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cpu import prefer_onednn_for_training
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import GRAMMARS, PRESET_NAMES
@@ -36,7 +38,7 @@ def main(argv=None):
                              "(default runs/ptb_parsing)")
     parser.add_argument("--preset", choices=PRESET_NAMES, default="parsing_cpu",
                         help="model preset (default parsing_cpu; parsing = the paper's size)")
-    parser.add_argument("--vocab-size", type=int, default=4000,
+    parser.add_argument("--vocab-size", type=positive_int, default=4000,
                         help="shared vocabulary size (default 4000; paper 16k on the full WSJ)")
     parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
                         help="bpe (sentencepiece, default) or wordpiece (words whole where "
@@ -51,21 +53,23 @@ def main(argv=None):
                              "together (default 45; 0 = none, "
                              "then give --epochs or --max-steps)")
     parser.add_argument("--epochs", type=float, help="train this many epochs in total")
-    parser.add_argument("--max-steps", type=int, help="train this many steps in total")
-    parser.add_argument("--eval-every", type=int, default=200,
+    parser.add_argument("--max-steps", type=positive_int, help="train this many steps in total")
+    parser.add_argument("--eval-every", type=positive_int, default=200,
                         help="steps between dev loss evaluations (default 200)")
-    parser.add_argument("--average-last", type=int, help="checkpoints to average (preset's)")
-    parser.add_argument("--beam-size", type=int, help="beam size (default: preset's, 21)")
+    parser.add_argument("--average-last", type=positive_int, help="checkpoints to average (preset's)")
+    parser.add_argument("--beam-size", type=positive_int, help="beam size (default: preset's, 21)")
     parser.add_argument("--alpha", type=float,
                         help="length penalty (default: preset's; parsing 0.3, parsing_cpu 5.0)")
-    parser.add_argument("--max-extra-length", type=int,
+    parser.add_argument("--max-extra-length", type=non_negative_int,
                         help="output length limit = input + this (default: preset's, 300)")
     parser.add_argument("--grammar", choices=GRAMMARS,
                         help="output constraint (default: preset's, tree: well-formed trees "
                              "with every input word in place; none: unconstrained, repaired "
                              "afterwards)")
-    parser.add_argument("--batch-size", type=int, default=32, help="sentences per decode batch")
-    parser.add_argument("--saved-model-dir", help="export here (default WORK/saved_model/1)")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per decode batch")
+    parser.add_argument("--saved-model-dir",
+                        help="export here, an empty or new NAME/VERSION directory (default "
+                             "WORK/saved_model/<the next free version>)")
     add_option_flags(parser, "override a ModelConfig field (repeatable)",
                      "override a TrainingConfig field (repeatable)")
     parser.add_argument("--precision", default="auto",
@@ -76,7 +80,7 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()
     with console.session(args.verbose):
-        return _run(parser, args)
+        return run_command(_run, parser, args, verbose=args.verbose)
 
 
 def _run(parser, args) -> int:

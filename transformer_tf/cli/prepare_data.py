@@ -9,6 +9,8 @@ import logging
 import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import positive_int
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data.textio import CorpusError
 
@@ -51,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="which corpus to prepare (default: multi30k)")
     parser.add_argument("--src", required=True, help="source language code, e.g. en")
     parser.add_argument("--tgt", required=True, help="target language code, e.g. de")
-    parser.add_argument("--vocab-size", type=int, default=8000,
+    parser.add_argument("--vocab-size", type=positive_int, default=8000,
                         help="size of the shared BPE vocabulary, including the 4 special ids and "
                              "the 256 byte-fallback pieces (default: 8000)")
     parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
@@ -68,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         for side, name in (("src", "source"), ("tgt", "target")):
             parser.add_argument(f"--{split}-{side}", default=None,
                                 help=f"--dataset files: {name} file of the {split} split")
-    parser.add_argument("--max-length", type=int, default=256,
+    parser.add_argument("--max-length", type=positive_int, default=256,
                         help="drop training pairs with a side longer than this many BPE tokens "
                              "(EOS/BOS included); valid and test are never filtered; 0 keeps "
                              "every length (default: 256)")
@@ -81,11 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-byte-fallback", action="store_true",
                         help="map unknown characters to <unk> instead of UTF-8 byte pieces "
                              "(then detokenize(tokenize(s)) == s no longer always holds)")
-    parser.add_argument("--max-bpe-sentences", type=int, default=2_000_000,
+    parser.add_argument("--max-bpe-sentences", type=positive_int, default=2_000_000,
                         help="train BPE on a seeded sample of at most this many sentences of "
                              "both languages; 0 uses all (default: 2,000,000)")
     parser.add_argument("--seed", type=int, default=1234, help="seed of that sample (default: 1234)")
-    parser.add_argument("--threads", type=int, default=2,
+    parser.add_argument("--threads", type=positive_int, default=2,
                         help="sentencepiece trainer threads (default: 2)")
     parser.add_argument("--reject-control-characters", action="store_true",
                         help="refuse a corpus whose lines hold NUL or other control "
@@ -100,7 +102,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):
-        return _run(args)
+        return run_command(_run, args, verbose=args.verbose)
 
 
 def _run(args) -> int:

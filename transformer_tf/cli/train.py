@@ -11,9 +11,10 @@ import argparse
 import dataclasses
 import json
 import logging
-import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cpu import prefer_onednn_for_training
 from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
 from transformer_tf.config import get_preset
@@ -31,16 +32,16 @@ def main(argv=None):
     plan = parser.add_argument_group("how long (one of --max-steps/--epochs; --max-minutes "
                                      "alone or as a cap; none: the preset's step plan, "
                                      "base 100k, big 300k)")
-    plan.add_argument("--max-steps", type=int, help="train until this many optimizer steps")
+    plan.add_argument("--max-steps", type=positive_int, help="train until this many optimizer steps")
     plan.add_argument("--epochs", type=float, help="train for this many passes over the data")
     plan.add_argument("--max-minutes", type=float,
                       help="stop cleanly (with a checkpoint) once the run has trained this "
                            "many minutes in all (a resumed run trains what is left)")
-    parser.add_argument("--eval-every", type=int, default=1000,
+    parser.add_argument("--eval-every", type=positive_int, default=1000,
                         help="steps between validation runs (loss and dev BLEU) (default 1000)")
-    parser.add_argument("--log-every", type=int, default=100,
+    parser.add_argument("--log-every", type=positive_int, default=100,
                         help="steps between TensorBoard writes (default 100)")
-    parser.add_argument("--validation-sentences", type=int, default=200,
+    parser.add_argument("--validation-sentences", type=non_negative_int, default=200,
                         help="dev sentences decoded (greedy) for validation BLEU and example "
                              "translations; 0 disables (default 200)")
     dist = parser.add_argument_group("devices")
@@ -49,7 +50,7 @@ def main(argv=None):
                       help="default: one device; mirrored: all local GPUs (or --devices); "
                            "multiworker: MultiWorkerMirroredStrategy from TF_CONFIG")
     dist.add_argument("--devices", nargs="+", help="device list for --strategy mirrored")
-    dist.add_argument("--cpu-devices", type=int,
+    dist.add_argument("--cpu-devices", type=positive_int,
                       help="split the CPU into N logical devices (to run the mirrored path "
                            "without GPUs)")
     parser.add_argument("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
@@ -58,10 +59,10 @@ def main(argv=None):
                              "default): mixed_bfloat16 on CPUs with native bfloat16 "
                              "(AVX512-BF16/AMX), float32 elsewhere")
     parser.add_argument("--xla", action="store_true", help="compile the train step with XLA")
-    parser.add_argument("--tokens-per-batch", type=int,
+    parser.add_argument("--tokens-per-batch", type=positive_int,
                         help="GLOBAL token budget per batch and side, padding included "
                              "(split across replicas); default from the preset")
-    parser.add_argument("--warmup-steps", type=int, help="learning-rate warm-up (preset default)")
+    parser.add_argument("--warmup-steps", type=non_negative_int, help="learning-rate warm-up (preset default)")
     parser.add_argument("--seed", type=int, help="seed for weights, dropout and data order")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     console.add_verbose_flag(parser)
@@ -69,7 +70,7 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()
     with console.session(args.verbose):
-        return _run(parser, args)
+        return run_command(_run, parser, args, verbose=args.verbose)
 
 
 def _run(parser, args) -> int:
@@ -78,8 +79,7 @@ def _run(parser, args) -> int:
     if args.cpu_devices:
         from transformer_tf.training.distribution import split_cpu
         split_cpu(args.cpu_devices)
-    from transformer_tf.training.fit import TrainOptions, TrainingDiverged, train
-    from transformer_tf.training.run_lock import RunLockedError
+    from transformer_tf.training.fit import TrainOptions, train
 
     args.preset, model_overrides, training_overrides = resolve_model_flags(parser, args)
     if (args.max_steps is None and args.epochs is None and args.max_minutes is None
@@ -98,11 +98,7 @@ def _run(parser, args) -> int:
         strategy=args.strategy, devices=args.devices, precision=args.precision,
         jit_compile=args.xla, validation_sentences=args.validation_sentences,
         verbose=0 if args.quiet else 1)
-    try:
-        result = train(options)
-    except (TrainingDiverged, RunLockedError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    result = train(options)
     print(json.dumps(dataclasses.asdict(result), indent=2))
     return 0
 

@@ -13,6 +13,8 @@ import logging
 import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.config import STOPPING_RULES
 
 
@@ -23,17 +25,17 @@ def main(argv=None):
     source.add_argument("--model", help="SavedModel directory (saved_models/NAME/VERSION)")
     source.add_argument("--model-dir", help="training run directory")
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
-    parser.add_argument("--beam-size", type=int,
+    parser.add_argument("--beam-size", type=positive_int,
                         help="beam size (default: the model's, 4); 1 is greedy")
     parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
-    parser.add_argument("--max-extra-length", type=int,
+    parser.add_argument("--max-extra-length", type=non_negative_int,
                         help="output length limit = input length + this (default 50)")
     parser.add_argument("--stopping", choices=STOPPING_RULES,
                         help="when a sentence's beam search ends (default: the model's, "
                              "exact); k_finished: once beam-size hypotheses have finished "
                              "(faster; can miss a better, longer output)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
-    parser.add_argument("--n-best", type=int, default=1,
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch")
+    parser.add_argument("--n-best", type=positive_int, default=1,
                         help="print the N best hypotheses per sentence as "
                              "'LINE ||| translation ||| score' lines (N <= beam size)")
     parser.add_argument("--scores", action="store_true",
@@ -43,7 +45,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     with console.session(args.verbose):
-        return _run(args)
+        return run_command(_run, args, verbose=args.verbose)
 
 
 def _run(args) -> int:
@@ -52,14 +54,14 @@ def _run(args) -> int:
     from transformer_tf.inference.batch import load_translator, translate_lines
     from transformer_tf.data.textio import strip_newline
 
-    try:
-        translator = load_translator(
-            model=args.model, model_dir=args.model_dir, checkpoint=args.checkpoint,
-            beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
-            n_best=args.n_best, stopping=args.stopping)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    if args.model_dir and not args.checkpoint:
+        from transformer_tf.inference.loading import default_checkpoint
+        path, why = default_checkpoint(args.model_dir)
+        print(f"checkpoint: {path} ({why})", file=sys.stderr)
+    translator = load_translator(
+        model=args.model, model_dir=args.model_dir, checkpoint=args.checkpoint,
+        beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
+        n_best=args.n_best, stopping=args.stopping)
     # Lines end at "\n" only (as for the corpus reader and evaluate.py), so N input lines
     # give N output lines; invalid UTF-8 becomes U+FFFD rather than an error.
     lines = [strip_newline(raw).decode("utf-8", errors="replace") for raw in sys.stdin.buffer]

@@ -14,6 +14,8 @@ import logging
 import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.arguments import positive_int
 from transformer_tf.cpu import prefer_onednn_for_training
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import PRESET_NAMES
@@ -31,12 +33,12 @@ def main(argv=None):
                         help=f"comma-separated groups of {','.join(ROW_GROUPS)} (default all)")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget-minutes", type=float, help="training minutes per row")
-    budget.add_argument("--max-steps", type=int, help="training steps per row")
+    budget.add_argument("--max-steps", type=positive_int, help="training steps per row")
     add_option_flags(parser, "change the base model before the rows are derived, e.g. "
                              "num_layers=2 (repeatable)",
                      "training change shared by every row, e.g. tokens_per_batch=2048 "
                      "(repeatable)")
-    parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument("--eval-every", type=positive_int, default=500)
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--count-only", action="store_true",
                         help="print the parameter column at the paper's scale and exit")
@@ -51,7 +53,7 @@ def main(argv=None):
     if not args.count_only:
         prefer_onednn_for_training()
     with console.session(args.verbose):
-        return _run(parser, args, groups)
+        return run_command(_run, parser, args, groups, verbose=args.verbose)
 
 
 def _run(parser, args, groups) -> int:
