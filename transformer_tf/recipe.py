@@ -32,12 +32,14 @@ from transformer_tf.data.textio import CorpusError
 from transformer_tf.evaluation import evaluate
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
+from transformer_tf.export.versions import next_free_version
 from transformer_tf.inference.batch import load_translator, translate_lines
 from transformer_tf.inference.selection import average_and_choose
 from transformer_tf.training import checkpoints
 from transformer_tf.training.fit import TrainOptions, train
 from transformer_tf.training.live_objects import set_aside_live_objects
 from transformer_tf.training.model_dir import read_run_config
+from transformer_tf.training.run_lock import hold_run
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ class RecipeOptions:
     test_limit: int | None = None
     dev_limit: int | None = None  # dev sentences decoded to choose the checkpoint (None: all)
     export_name: str | None = None
-    export_version: int = 1
+    export_version: int | None = None  # None: the next free version under the export name
     saved_models_dir: str = "saved_models"
     model_overrides: dict = dataclasses.field(default_factory=dict)
     training_overrides: dict = dataclasses.field(default_factory=dict)
@@ -116,10 +118,39 @@ class JobStages:
         return round(time.monotonic() - self.started, 1)
 
 
+def export_version_dir(name_dir, version: int | None) -> pathlib.Path:
+    """NAME_DIR/VERSION of a job's export: `version` if given (FileExistsError at once if
+    that directory holds anything: a job never replaces an earlier export), else the next
+    free version (`export.versions.next_free_version`), so that TF Serving loads the new
+    model beside the versions it serves."""
+    name_dir = pathlib.Path(name_dir)
+    if version is None:
+        return name_dir / str(next_free_version(name_dir))
+    return check_export_free(name_dir / str(version))
+
+
+def check_export_free(path) -> pathlib.Path:
+    """`path` if nothing is there (or an empty directory); else FileExistsError."""
+    path = pathlib.Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise FileExistsError(f"{path}: an export is already there; give another version, "
+                              "or none for the next free one")
+    return path
+
+
 def run_recipe(options: RecipeOptions) -> dict:
-    """Run every step; returns (and writes to summary.json) the summary."""
-    stages = JobStages()
+    """Run every step, holding the run directory's lock (`run_lock.hold_run`) throughout;
+    returns (and writes to summary.json) the summary."""
     work_dir = _resolved_work_dir(options)
+    name = options.export_name or work_dir.name  # one export name per run directory
+    export_version_dir(pathlib.Path(options.saved_models_dir) / name,
+                       options.export_version)  # refused now, not after training
+    with hold_run(work_dir / "model", create=True):
+        return _run_recipe(options, work_dir, name)
+
+
+def _run_recipe(options: RecipeOptions, work_dir: pathlib.Path, name: str) -> dict:
+    stages = JobStages()
     data_dir, model_dir = work_dir / "data", work_dir / "model"
     src, tgt = options.source_language, options.target_language
 
@@ -187,11 +218,10 @@ def run_recipe(options: RecipeOptions) -> dict:
     print(report.format_text())
     stages.done("test_decode_and_score")
 
-    name = options.export_name or work_dir.name  # one export per run directory
-    export_dir = pathlib.Path(options.saved_models_dir) / name / str(options.export_version)
+    export_dir = export_version_dir(pathlib.Path(options.saved_models_dir) / name,
+                                    options.export_version)
     stages.begin(f"5/6 export the SavedModel -> {export_dir}")
-    export_model_dir(model_dir, export_dir, checkpoint=chosen.checkpoint, overwrite=True,
-                     **search)
+    export_model_dir(model_dir, export_dir, checkpoint=chosen.checkpoint, **search)
     stages.done("export")
 
     stages.begin("6/6 translate through the exported serving_default signature")

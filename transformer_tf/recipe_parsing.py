@@ -33,10 +33,11 @@ from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator
 from transformer_tf.inference.parser import parse_lines
-from transformer_tf.recipe import JobStages
+from transformer_tf.recipe import JobStages, check_export_free, export_version_dir
 from transformer_tf.training import checkpoints
 from transformer_tf.training.fit import TrainOptions, train
 from transformer_tf.training.model_dir import read_run_config
+from transformer_tf.training.run_lock import hold_run
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class ParseJobOptions:
     max_extra_length: int | None = None  # parsing: 300
     grammar: str | None = None  # parsing: "tree"
     batch_size: int = 32
-    saved_model_dir: str | None = None  # default WORK/saved_model/1
+    saved_model_dir: str | None = None  # default WORK/saved_model/<the next free version>
     precision: str = "auto"
     verbose: int = 1
 
@@ -88,9 +89,17 @@ def parse_and_score(model_dir, checkpoint, prepared, split: str, out_path, batch
 
 
 def run_parse_job(options: ParseJobOptions) -> dict:
-    stages = JobStages()
-
+    """Run every step, holding the run directory's lock (`run_lock.hold_run`) throughout;
+    returns (and writes to summary.json) the summary."""
     work = pathlib.Path(options.work_dir)
+    if options.saved_model_dir is not None:
+        check_export_free(options.saved_model_dir)  # refused now, not after training
+    with hold_run(work / "model", create=True):
+        return _run_parse_job(options, work)
+
+
+def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
+    stages = JobStages()
     data_dir, model_dir = work / "data", work / "model"
     progress = options.verbose > 0
 
@@ -164,10 +173,10 @@ def run_parse_job(options: ParseJobOptions) -> dict:
               f"{repairs['repaired_sentences']} sentences {repairs}")
     stages.done("parse_and_score")
 
-    export_dir = pathlib.Path(options.saved_model_dir or work / "saved_model" / "1")
+    export_dir = (pathlib.Path(options.saved_model_dir) if options.saved_model_dir
+                  else export_version_dir(work / "saved_model", None))
     stages.begin(f"5/6 export the SavedModel -> {export_dir}")
-    export_model_dir(model_dir, export_dir, checkpoint=checkpoint, overwrite=True,
-                     parser=True, **search)
+    export_model_dir(model_dir, export_dir, checkpoint=checkpoint, parser=True, **search)
     stages.done("export")
 
     stages.begin("6/6 parse example sentences through the exported serving_default signature")
