@@ -68,3 +68,23 @@ def test_export_help_offers_the_limit(capsys):
     help_text = " ".join(capsys.readouterr().out.split())
     assert "--max-batch-rows MAX_BATCH_ROWS" in help_text
     assert "0: no limit (default 256;" in help_text and "--enable_batching" in help_text
+
+
+def test_translate_sends_batches_within_the_exports_limit(serving_exports, serving_translator,
+                                                          tmp_path):
+    """`translate --model --batch-size 512` on a 256-row export: batches of 256, the same
+    outputs as the unlimited translator (300 non-blank lines: a full batch and a rest)."""
+    from transformer_tf.inference.batch import from_translator, load_translator, translate_lines
+
+    lines = SENTENCES * 100
+    loaded = load_translator(model=str(serving_exports["text"]))
+    assert loaded.max_batch_rows == 256
+    calls = []
+    original = loaded.translate_batch
+    loaded.translate_batch = lambda batch: calls.append(len(batch)) or original(batch)
+    served, served_scores = translate_lines(loaded, lines, batch_size=512, progress=False)
+    assert calls == [256, 44]
+    expected, expected_scores = translate_lines(from_translator(serving_translator), lines,
+                                                batch_size=512, progress=False)
+    assert served == expected
+    np.testing.assert_allclose(served_scores, expected_scores, rtol=1e-5, atol=1e-5)

@@ -35,6 +35,7 @@ class LoadedTranslator:
     # What the batch function's methods belong to: bound tf.functions only hold their
     # instance weakly, so the Translator (or loaded SavedModel) must be kept alive here.
     owner: object = None
+    max_batch_rows: int = 0  # the most rows a call accepts (an export's limit); 0: any
 
 
 def _decode(strings) -> list[str]:
@@ -93,7 +94,13 @@ def load_translator(model: str | None = None, model_dir: str | None = None,
     serving, nbest = loaded.signatures["serving_default"], loaded.signatures["translate_nbest"]
     return LoadedTranslator(_batch_fn(lambda text: serving(text=text),
                                       lambda text: nbest(text=text), n_best),
-                            proto, max_source_tokens, n_best, owner=loaded)
+                            proto, max_source_tokens, n_best, owner=loaded,
+                            max_batch_rows=info.get("max_batch_rows", 0))
+
+
+def batch_rows(batch_size: int, max_batch_rows: int) -> int:
+    """Rows per call: `batch_size`, capped at a model's `max_batch_rows` (0: no cap)."""
+    return min(batch_size, max_batch_rows) if max_batch_rows > 0 else batch_size
 
 
 def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_size: int = 64,
@@ -101,7 +108,8 @@ def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_si
     """Translate `lines` in batches of similar length; results in the input order.
 
     Blank lines (`source_text.is_blank`: empty, or only Unicode whitespace, control and
-    format characters) give "" with score 0 without reaching the model. Lines longer than
+    format characters) give "" with score 0 without reaching the model. A batch is at most
+    the translator's `max_batch_rows` (an export's request limit), whatever `batch_size`. Lines longer than
     the model's positions are truncated by the model; each is reported with its line
     number (1-based) as a warning.
 
@@ -118,6 +126,7 @@ def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_si
     order = np.array([i for i in np.argsort(lengths, kind="stable") if outputs[i] is None],
                      dtype=np.int64)
     scores = np.zeros((len(lines), translator.n_best), np.float32)
+    batch_size = batch_rows(batch_size, translator.max_batch_rows)
     with tqdm(total=len(lines), unit="sent", disable=not progress, file=sys.stderr) as bar:
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]

@@ -20,7 +20,8 @@ from transformer_tf.data.linearise import (
     WORD_ESCAPES, WORD_SLOT, RepairCounts, check_leaves, sentence_words, tree_from_output)
 from transformer_tf.data.treebank import ROOT_LABEL
 from transformer_tf.data.treebank_data import leaves_of_vocabulary
-from transformer_tf.inference.batch import translate_lines
+from transformer_tf.inference.batch import batch_rows, translate_lines
+from transformer_tf.inference.loading import read_export_info
 from transformer_tf.inference.translator import Translator
 
 _KIND = {kind: index for index, kind in enumerate(REPAIR_KINDS)}
@@ -225,7 +226,10 @@ def parse_lines(translator, lines, batch_size: int = 32, progress: bool = True):
 
 def parse_lines_saved_model(saved_model_dir, lines, batch_size: int = 32):
     """Parse sentences with an exported parser's serving_default (repairs in the graph),
-    in batches of similar length; returns (trees, total RepairCounts)."""
+    in batches of similar length (at most the export's max_batch_rows); returns (trees,
+    total RepairCounts)."""
+    limit = read_export_info(saved_model_dir).get("max_batch_rows", 0)
+    batch_size = batch_rows(batch_size, limit)
     loaded = tf.saved_model.load(str(saved_model_dir))
     serving = loaded.signatures["serving_default"]
     order = sorted(range(len(lines)), key=lambda i: len(lines[i].split()))
