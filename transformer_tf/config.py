@@ -410,6 +410,7 @@ class TrainingConfig(_Serialisable):
 GRAMMARS = ("none", "tree")
 # When a beam search stops before the length limit; see transformer_tf.decoding.search.
 STOPPING_RULES = ("exact", "k_finished", "never")
+DEFAULT_MAX_BATCH_ROWS = 256  # rows per request an export's signatures accept (0: any)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.inference.loading import read_export_info
-from transformer_tf.inference.translator import DEFAULT_MAX_BATCH_ROWS
+from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
 
 SENTENCES = ["A man is riding a bicycle.", "", "Two dogs play in the snow.", "A girl."]
 

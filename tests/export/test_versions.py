@@ -274,10 +274,12 @@ def test_export_command_refuses_bad_out_in_one_line(run_dir, tmp_path, capsys):
     for arguments, named, problem in _bad_invocations(run_dir, tmp_path):
         code = main(["--model-dir", str(run_dir), *arguments])
         _one_error_line(capsys, code, named, problem)
-    assert main(["--model-dir", str(run_dir), "--out", str(tmp_path / "s" / "1"),
-                 "--max-batch-rows", "-1"]) == 2
-    assert capsys.readouterr().err == ("error: --max-batch-rows: must be 0 (no limit) or a "
-                                       "positive number of rows, not -1\n")
+    with pytest.raises(SystemExit) as stopped:  # argparse: usage and one error line
+        main(["--model-dir", str(run_dir), "--out", str(tmp_path / "s" / "1"),
+              "--max-batch-rows", "-1"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.endswith("error: argument --max-batch-rows: must be 0 or "
+                                            "more, got -1\n")
     after = snapshot(tmp_path)
     assert {k: v for k, v in after.items() if k in before} == before  # nothing changed
     assert snapshot(run_dir) == {k[len("run/"):]: v for k, v in before.items()

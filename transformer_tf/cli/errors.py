@@ -34,10 +34,12 @@ def is_expected(error: BaseException) -> bool:
 
 
 def message(error: BaseException) -> str:
-    """The one-line text of an expected error (KeyError's without repr quotes,
-    TensorFlow's first line)."""
+    """The one-line text of an expected error: "<file>: <what>" for a system OSError,
+    KeyError's without repr quotes, TensorFlow's first line."""
     if isinstance(error, KeyError) and error.args:
         text = str(error.args[0])
+    elif isinstance(error, OSError) and error.filename is not None and error.strerror:
+        text = f"{error.filename}: {error.strerror}"  # not "[Errno 13] ...: 'x'"
     else:
         text = getattr(error, "message", None) or str(error) or type(error).__name__
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__

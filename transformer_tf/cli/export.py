@@ -14,9 +14,10 @@ import logging
 import sys
 
 from transformer_tf import console
-from transformer_tf.config import STOPPING_RULES
+from transformer_tf.cli.arguments import non_negative_int
+from transformer_tf.cli.errors import run_command
+from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS, STOPPING_RULES
 
-DEFAULT_MAX_BATCH_ROWS = 256  # inference.translator's, not imported: --help loads no TF
 
 
 def main(argv=None):
@@ -53,7 +54,7 @@ def main(argv=None):
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing version (only a SavedModel; anything else "
                              "in --out is refused)")
-    parser.add_argument("--max-batch-rows", type=int, default=DEFAULT_MAX_BATCH_ROWS,
+    parser.add_argument("--max-batch-rows", type=non_negative_int, default=DEFAULT_MAX_BATCH_ROWS,
                         help="the most sentences (rows) one request may hold: a larger request "
                              "fails with InvalidArgument naming the limit instead of running "
                              "out of memory; 0: no limit (default %(default)s; with TF "
@@ -71,36 +72,29 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):
-        return _run(args)
+        return run_command(_run, args, verbose=args.verbose)
 
 
 def _run(args) -> int:
-    if args.max_batch_rows < 0:
-        print(f"error: --max-batch-rows: must be 0 (no limit) or a positive number of rows, "
-              f"not {args.max_batch_rows}", file=sys.stderr)
-        return 2
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.export.saved_model import export_model_dir
 
-    try:
-        path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
-                                ids_only=args.ids_only, warmup=args.warmup,
-                                max_batch_rows=args.max_batch_rows,
-                                beam_size=args.beam_size, alpha=args.alpha,
-                                max_extra_length=args.max_extra_length,
-                                chunk_size=args.chunk_size, lanes=args.lanes, xla=args.xla,
-                                stopping=args.stopping)
-    except (OSError, ValueError) as error:  # OutDirError, ConfigError, CheckpointError too
-        print(f"error: {error_text(error)}", file=sys.stderr)
-        return 2
+    path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
+                            ids_only=args.ids_only, warmup=args.warmup,
+                            max_batch_rows=args.max_batch_rows,
+                            beam_size=args.beam_size, alpha=args.alpha,
+                            max_extra_length=args.max_extra_length,
+                            chunk_size=args.chunk_size, lanes=args.lanes, xla=args.xla,
+                            stopping=args.stopping)
+    if not args.checkpoint:
+        say_default_checkpoint(args.model_dir)
     print(path)
     return 0
 
 
-def error_text(error: Exception) -> str:
-    """"<path>: <what>" for an OSError raised by the system ("[Errno 13] Permission
-    denied: 'x'" becomes "x: Permission denied"), else str(error)."""
-    if isinstance(error, OSError) and error.filename is not None and error.strerror:
-        return f"{error.filename}: {error.strerror}"
-    return str(error)
+def say_default_checkpoint(model_dir) -> None:
+    """On stderr: which checkpoint of the run is used when none is named, and why."""
+    from transformer_tf.inference.loading import default_checkpoint
 
+    path, why = default_checkpoint(model_dir)
+    print(f"checkpoint: {path} ({why})", file=sys.stderr)

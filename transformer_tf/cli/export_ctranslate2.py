@@ -17,9 +17,9 @@ Example:
 """
 import argparse
 import logging
-import sys
 
 from transformer_tf import console
+from transformer_tf.cli.errors import run_command
 
 
 def main(argv=None):
@@ -41,20 +41,18 @@ def main(argv=None):
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):
-        return _run(args)
+        return run_command(_run, args, verbose=args.verbose, also=(ImportError,))
 
 
 def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.cli.export import error_text
+    from transformer_tf.cli.export import say_default_checkpoint
     from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
 
-    try:
-        path = export_model_dir_ctranslate2(args.model_dir, args.out, args.checkpoint,
-                                            args.overwrite, args.quantization,
-                                            beam_size=args.beam_size, alpha=args.alpha)
-    except (OSError, ImportError, ValueError) as error:  # versions.OutDirError too
-        print(f"error: {error_text(error)}", file=sys.stderr)
-        return 2
+    path = export_model_dir_ctranslate2(args.model_dir, args.out, args.checkpoint,
+                                        args.overwrite, args.quantization,
+                                        beam_size=args.beam_size, alpha=args.alpha)
+    if not args.checkpoint:
+        say_default_checkpoint(args.model_dir)
     print(path)
     return 0

@@ -43,12 +43,13 @@ import pathlib
 
 import tensorflow as tf
 
+from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
 from transformer_tf.export.versions import SAVED_MODEL, prepare_out_dir, write_version
 from transformer_tf.export.warmup import (
     WARMUP_FILE, as_source_ids, warmup_batches, write_warmup_requests)
 from transformer_tf.inference.loading import BPE_MODEL, EXPORT_INFO, EXTRA_DIR, load_trained
 from transformer_tf.inference.parser import Parser
-from transformer_tf.inference.translator import DEFAULT_MAX_BATCH_ROWS, Translator
+from transformer_tf.inference.translator import Translator
 from transformer_tf.training.model_dir import read_run_config
 
 

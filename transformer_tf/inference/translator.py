@@ -33,7 +33,6 @@ from transformer_tf.decoding.model_search import (
 from transformer_tf.decoding.search import check_n_best
 from transformer_tf.decoding.grammar import output_constraint
 
-DEFAULT_MAX_BATCH_ROWS = 256  # rows per request an export's signatures accept
 
 
 class IdsTranslator(tf.Module):
