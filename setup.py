@@ -18,7 +18,7 @@ CORE = [
     "tensorboard==2.21.*",
     "importlib_resources",  # tensorflow-datasets 4.9 needs it to prepare datasets
     "tqdm",
-    "filelock>=3.12,<5",  # the run directory's lock (training/run_lock.py)
+    "filelock>=3.12,<5",  # the run directory's lock (rundir/lock.py)
     "tensorflow-serving-api==2.21.*",  # the warm-up requests of exports (export/warmup.py)
 ]
 # The commands and their modules: transformer_tf.cli.COMMANDS (not imported here: setup.py

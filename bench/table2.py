@@ -56,7 +56,7 @@ def describe_run(work_dir: pathlib.Path) -> dict:
     from transformer_tf.evaluation.textfiles import read_lines
     from transformer_tf.inference.batch import load_translator, translate_lines
     from transformer_tf.inference.loading import load_trained
-    from transformer_tf.training.model_dir import read_run_config
+    from transformer_tf.rundir.model_dir import read_run_config
 
     summary = json.loads((work_dir / "summary.json").read_text())
     paths = summary["paths"]

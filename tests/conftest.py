@@ -6,7 +6,7 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from transformer_tf.cpu import prefer_onednn_for_training  # noqa: E402  (no TensorFlow)
+from transformer_tf.runtime.cpu import prefer_onednn_for_training  # noqa: E402  (no TensorFlow)
 
 # The kernels the training commands choose (oneDNN on AVX2 x86 CPUs, cpu.py), chosen before
 # TensorFlow loads: the tests run what a user's training runs, and the commands the tests
@@ -111,7 +111,7 @@ def write_checkpointed_run():
     run directory (run_config.json) with training checkpoints ckpt-<step> for each of
     `steps`, of model and Adam state, each with different random weights (seeded)."""
     from transformer_tf.config import DecodingConfig, TrainingConfig
-    from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+    from transformer_tf.rundir import checkpoints, model_dir as model_dir_lib
     from transformer_tf.training.fit import build_model_and_optimizer
 
     def write(directory, model_config, steps, average_last):

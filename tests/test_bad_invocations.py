@@ -31,7 +31,7 @@ COMMAND_MODULES = {  # installed command -> transformer_tf.cli module (setup.py)
 }
 HOLDER = """
 import sys, time
-from transformer_tf.training.run_lock import RunLock
+from transformer_tf.rundir.lock import RunLock
 lock = RunLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(600)

@@ -1,5 +1,5 @@
-"""Imports only run down the layers (config, console -> layers/data/decoding/evaluation ->
-models, visualization -> training -> inference -> export -> recipe, variations -> cli).
+"""Imports only run down the floors (config, runtime -> layers/data/decoding/evaluation ->
+models, visualization -> rundir -> training -> inference -> export -> jobs -> cli).
 
 Every `import` statement of the package is read from its source, those inside functions
 included (a lazy import of a higher layer is still an arrow up), and checked against the
@@ -14,9 +14,9 @@ import pytest
 
 import transformer_tf
 
-RANKS = {"config": 0, "console": 0, "cpu": 0, "layers": 1, "data": 1, "decoding": 1, "evaluation": 1,
-         "models": 2, "visualization": 2, "training": 3, "inference": 4, "export": 5,
-         "recipe": 6, "variations": 6, "recipe_parsing": 6, "cli": 7}
+RANKS = {"config": 0, "runtime": 0, "layers": 1, "data": 1, "decoding": 1, "evaluation": 1,
+         "models": 2, "visualization": 2, "rundir": 3, "training": 4, "inference": 5,
+         "export": 6, "jobs": 7, "cli": 8}
 ROOT = pathlib.Path(transformer_tf.__file__).parent
 
 
@@ -74,18 +74,18 @@ def test_package_imports_no_higher_layer(package):
 
 
 def test_the_reader_sees_every_form_of_import():
-    source = ("import transformer_tf.recipe\n"
+    source = ("import transformer_tf.jobs.main_job\n"
               "from ..training import fit\n"
               "from . import attention\n"
               "def later():\n"
               "    from transformer_tf import export\n"
               "    from transformer_tf.config import ModelConfig\n")
     assert imported_modules(source, "transformer_tf.models.transformer", False) == [
-        "transformer_tf.recipe", "transformer_tf.training.fit",
+        "transformer_tf.jobs.main_job", "transformer_tf.training.fit",
         "transformer_tf.models.attention", "transformer_tf.export",
         "transformer_tf.config.ModelConfig"]
     assert arrows_up("transformer_tf.models.transformer", source) == [
-        "transformer_tf.recipe", "transformer_tf.training.fit", "transformer_tf.export"]
+        "transformer_tf.jobs.main_job", "transformer_tf.training.fit", "transformer_tf.export"]
     # In a package's __init__, one dot is the package itself.
     assert imported_modules("from .fit import train\n", "transformer_tf.training",
                             True) == ["transformer_tf.training.fit.train"]

@@ -62,7 +62,7 @@ def main(argv=None):
         matmul = tf.function(lambda x, y: tf.matmul(x, y))
         result["tf_gflops"] = round(
             best_gflops(lambda: matmul(ta, tb).numpy(), n, args.repeats), 1)
-        from transformer_tf.cpu import BF16_CPU_FLAGS, read_cpu_flags
+        from transformer_tf.runtime.cpu import BF16_CPU_FLAGS, read_cpu_flags
 
         ha, hb = tf.cast(ta, tf.bfloat16), tf.cast(tb, tf.bfloat16)
         result["tf_bf16_gflops"] = round(

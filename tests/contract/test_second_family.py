@@ -26,7 +26,8 @@ from transformer_tf.inference.batch import load_translator, translate_lines
 from transformer_tf.models import registry
 from transformer_tf.models.contract import Seq2SeqModel
 from transformer_tf.models.transformer import Transformer
-from transformer_tf.training import checkpoints
+from transformer_tf.rundir import checkpoints
+from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, build_model_and_optimizer, train
 
 # ---------------------------------------------------------------------------- the toy family
@@ -166,7 +167,7 @@ def test_second_family_trains_exports_and_serves(no_transformer, tiny_multi30k, 
 
     # The run directory is self-contained: the prepared data can go.
     shutil.rmtree(data_dir)
-    averaged = checkpoints.average_run(model_dir, 2)
+    averaged = averaging.average_run(model_dir, 2)
     assert len(averaged.sources) == 2
     export_dir = export_model_dir(model_dir, tmp_path / "saved" / "convs2s" / "1")
     info = json.loads((export_dir / "assets.extra" / "transformer_tf.json").read_text())

@@ -79,7 +79,7 @@ def tiny_run(serving_bpe, tmp_path_factory):
     random Transformer over `serving_bpe`, for the export commands; d_model 16, 24
     positions, beam 2."""
     from transformer_tf.config import TrainingConfig
-    from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+    from transformer_tf.rundir import checkpoints, model_dir as model_dir_lib
     from transformer_tf.training.fit import build_model_and_optimizer
 
     run = tmp_path_factory.mktemp("tiny_run") / "model"

@@ -186,7 +186,7 @@ def test_export_script_reports_bad_arguments(tmp_path, capsys, arguments, messag
     # A run directory with a valid run_config.json (and no checkpoint): the decoding
     # override is checked before anything is loaded.
     from transformer_tf.config import get_preset
-    from transformer_tf.training.model_dir import RunConfig, write_run_config
+    from transformer_tf.rundir.model_dir import RunConfig, write_run_config
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     preset = get_preset("tiny")

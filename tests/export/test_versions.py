@@ -46,7 +46,7 @@ def dead_pid() -> int:
 def run_dir(tmp_path):
     """A run directory holding run_config.json, bpe.model and a checkpoint file."""
     from transformer_tf.config import get_preset
-    from transformer_tf.training.model_dir import RunConfig, write_run_config
+    from transformer_tf.rundir.model_dir import RunConfig, write_run_config
 
     run = tmp_path / "run"
     run.mkdir()

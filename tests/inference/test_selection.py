@@ -15,8 +15,9 @@ from transformer_tf.data.prepared import load_prepared
 from transformer_tf.inference.loading import load_trained
 from transformer_tf.evaluation import corpus_bleu
 from transformer_tf.inference.selection import DevScore, average_and_choose, compare_on_dev
-from transformer_tf.recipe import RecipeOptions, run_recipe
-from transformer_tf.training import checkpoints
+from transformer_tf.jobs.main_job import MainJobOptions, run_main_job
+from transformer_tf.rundir import checkpoints
+from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, train
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ def test_a_bad_tail_checkpoint_never_makes_the_result_worse(tiny_multi30k, tmp_p
             validation_sentences=0, verbose=0,
             training_overrides={"checkpoint_every_minutes": 1e-5, "keep_checkpoints": 30}))
     available = checkpoints.list_checkpoints(model_dir)
-    tail = checkpoints.tail_checkpoints(available, 3)
+    tail = averaging.tail_checkpoints(available, 3)
     assert [checkpoints.checkpoint_step(p) for p in tail] == [18, 19, 20]
 
     # Ruin ckpt-19 (inside the averaged tail): noise on every weight.
@@ -74,7 +75,7 @@ def test_a_bad_tail_checkpoint_never_makes_the_result_worse(tiny_multi30k, tmp_p
     (work / "data" / "prepared.json").write_text(json.dumps(metadata))
     shutil.copytree(model_dir, work / "model")
     with gc_frozen():
-        summary = run_recipe(RecipeOptions(
+        summary = run_main_job(MainJobOptions(
             work_dir=str(work), preset="tiny", model_overrides={"num_layers": 1},
             training_overrides={"checkpoint_every_minutes": 1e-5, "keep_checkpoints": 30},
             max_steps=20, train_minutes=None, average_last=3, beam_size=2, test_limit=4,

@@ -133,7 +133,7 @@ def test_xla_search_with_laid_out_kernels_finds_the_graph_search_output(pad_mult
 
 def test_kept_inference_weights_are_a_snapshot_that_loading_weights_refreshes(
         tmp_path, pad_multiples_of_8):
-    from transformer_tf.training.checkpoints import load_weights
+    from transformer_tf.rundir.checkpoints import load_weights
 
     model, source, target = model_and_batch()
     model((source, target))

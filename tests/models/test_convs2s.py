@@ -224,7 +224,7 @@ def test_config_round_trip_and_errors():
 
 
 def test_kept_decoder_kernels_are_a_snapshot_that_loading_weights_refreshes(tmp_path):
-    from transformer_tf.training.checkpoints import load_weights
+    from transformer_tf.rundir.checkpoints import load_weights
 
     def fresh(seed):
         keras.utils.set_random_seed(seed)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from transformer_tf.training import checkpoints
+from transformer_tf.rundir import checkpoints
 from transformer_tf.training.fit import TrainOptions, train
 
 ACCUMULATE = 2

@@ -1,4 +1,4 @@
-"""Checkpoint averaging: `checkpoints.average_checkpoints` and scripts/average_checkpoints.py.
+"""Checkpoint averaging: `averaging.average_checkpoints` and scripts/average_checkpoints.py.
 
 The expected values are computed independently of the model: every checkpoint is read
 with `tf.train.load_checkpoint` and its variables averaged element-wise in numpy.
@@ -15,7 +15,8 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from transformer_tf.config import ModelConfig
 from transformer_tf.models.transformer import Transformer
-from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+from transformer_tf.rundir import checkpoints, model_dir as model_dir_lib
+from transformer_tf.training import averaging
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 MODEL = ModelConfig(vocab_size=40, num_layers=1, d_model=8, d_ff=16, num_heads=2,
@@ -96,7 +97,7 @@ def test_average_equals_elementwise_mean(model_dir, tmp_path):
     paths = checkpoints.list_checkpoints(model_dir)[-3:]
     model = Transformer(MODEL)
     model.build()
-    written = checkpoints.average_checkpoints(model, paths, tmp_path / "avg" / "ckpt")
+    written = averaging.average_checkpoints(model, paths, tmp_path / "avg" / "ckpt")
     assert_checkpoint_is_mean(written, paths)
     # The model holds the average too, and a fresh model loads it.
     fresh = Transformer(MODEL)

@@ -86,7 +86,7 @@ def existing_checkpoint(prepared, model_dir, options):
     """run_config.json and a checkpoint at step START, as a killed run would leave them."""
     import keras
 
-    from transformer_tf.training import checkpoints, fit, model_dir as model_dir_lib
+    from transformer_tf.rundir import checkpoints, fit, model_dir as model_dir_lib
 
     run = fit._run_config(options, prepared)
     model_dir_lib.write_run_config(model_dir, run)
@@ -177,7 +177,7 @@ def test_steps_return_logs_of_shape_one(workers):
 
 
 def test_only_the_chief_writes_the_model_directory(workers):
-    from transformer_tf.training import checkpoints
+    from transformer_tf.rundir import checkpoints
 
     model_dir = workers["model_dir"]
     assert sorted(p.name for p in model_dir.iterdir()) == [

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.training import checkpoints
+from transformer_tf.rundir import checkpoints
 from transformer_tf.training.trainer import Seq2SeqTrainer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.training import checkpoints
+from transformer_tf.rundir import checkpoints
 from transformer_tf.training.plateau import ShrinkOnPlateau
 
 

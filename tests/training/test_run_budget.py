@@ -3,7 +3,7 @@ every checkpoint, and a run whose budget is spent trains no further (it is evalu
 exported again as it is)."""
 import pytest
 
-from transformer_tf.training import checkpoints
+from transformer_tf.rundir import checkpoints
 from transformer_tf.training.callbacks import TimeBudget
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 
 from transformer_tf.config import TrainingConfig
-from transformer_tf.training import checkpoints
+from transformer_tf.rundir import checkpoints
+from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, checkpoint_period
-from transformer_tf.cpu import cpu_flags
+from transformer_tf.runtime.cpu import cpu_flags
 from transformer_tf.training.precision import resolve_precision
 
 
@@ -16,17 +17,17 @@ def paths(*steps):
 
 def test_only_the_final_fifth_of_training_is_averaged():
     # The 20-minute run: averaging ckpt-216 in cost 10 BLEU.
-    assert checkpoints.tail_checkpoints(paths(216, 444, 665, 892), 5) == paths(892)
-    assert checkpoints.tail_checkpoints(paths(100, 720, 760, 800, 850, 900), 5) == \
+    assert averaging.tail_checkpoints(paths(216, 444, 665, 892), 5) == paths(892)
+    assert averaging.tail_checkpoints(paths(100, 720, 760, 800, 850, 900), 5) == \
         paths(720, 760, 800, 850, 900)
-    assert checkpoints.tail_checkpoints(paths(720, 760, 800, 850, 900), 3) == paths(800, 850, 900)
-    assert checkpoints.tail_checkpoints([], 5) == []
+    assert averaging.tail_checkpoints(paths(720, 760, 800, 850, 900), 3) == paths(800, 850, 900)
+    assert averaging.tail_checkpoints([], 5) == []
 
 
 def test_saves_a_step_apart_count_once():
     # A periodic save at 3392 and the end-of-training save at 3393 are one point (and
     # 2713 < 0.8 x 3393 is too early).
-    got = checkpoints.tail_checkpoints(paths(2713, 2883, 3052, 3222, 3392, 3393), 5)
+    got = averaging.tail_checkpoints(paths(2713, 2883, 3052, 3222, 3392, 3393), 5)
     assert got == paths(2883, 3052, 3222, 3393)
 
 
@@ -35,7 +36,7 @@ def test_brute_force_rule_on_small_runs():
     for steps in itertools.chain(itertools.combinations(range(1, 31), 4),
                                  itertools.combinations(range(190, 215), 4)):
         final = steps[-1]
-        got = [checkpoints.checkpoint_step(p) for p in checkpoints.tail_checkpoints(paths(*steps), 3)]
+        got = [checkpoints.checkpoint_step(p) for p in averaging.tail_checkpoints(paths(*steps), 3)]
         expected = [s for i, s in enumerate(steps) if s >= 0.8 * final
                     and (i == len(steps) - 1 or steps[i + 1] - s >= 0.01 * final)][-3:]
         assert got == expected, steps

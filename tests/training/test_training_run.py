@@ -56,7 +56,7 @@ def latest_step(model_dir) -> int | None:
 def model_weights(model_dir, checkpoint):
     """Model weights of a checkpoint, restored into a fresh Transformer of the run."""
     from transformer_tf.models.transformer import Transformer
-    from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+    from transformer_tf.rundir import checkpoints, model_dir as model_dir_lib
 
     model = Transformer(model_dir_lib.read_run_config(model_dir).model)
     model.build()
@@ -121,7 +121,7 @@ def resumed(tiny_multi30k, tmp_path_factory):
             process.wait()
     killed_at = latest_step(model_dir)
     killed_checkpoints = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
-    from transformer_tf.training.checkpoints import trained_seconds
+    from transformer_tf.rundir.checkpoints import trained_seconds
     killed_seconds = trained_seconds(model_dir / "checkpoints" / f"ckpt-{killed_at}")
     second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
@@ -141,7 +141,7 @@ def test_killed_run_left_a_readable_checkpoint(resumed):
 
 
 def test_restarted_run_breaks_the_killed_runs_lock(resumed):
-    # The killed run held MDIR's lock (training/run_lock.py); the restart took it over.
+    # The killed run held MDIR's lock (rundir/lock.py); the restart took it over.
     assert (f"the previous run (pid {resumed['killed_pid']} on host"
             in resumed["second_stderr"])
     assert not (resumed["model_dir"] / "run.lock.json").exists()  # released at the end
@@ -166,7 +166,7 @@ def test_restarted_run_continues_from_the_saved_step(resumed):
 
 
 def test_every_kept_checkpoint_restores(resumed):
-    from transformer_tf.training import checkpoints
+    from transformer_tf.rundir import checkpoints
 
     model_dir = resumed["model_dir"]
     kept = checkpoints.list_checkpoints(model_dir)

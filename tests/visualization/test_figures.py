@@ -136,7 +136,7 @@ def tiny_run(tiny_multi30k, tmp_path_factory):
     its averaged checkpoint)."""
     from transformer_tf.config import DecodingConfig, ModelConfig, TrainingConfig
     from transformer_tf.models.transformer import Transformer
-    from transformer_tf.training import model_dir as model_dir_lib
+    from transformer_tf.rundir import model_dir as model_dir_lib
 
     directory = tmp_path_factory.mktemp("attention_run")
     config = ModelConfig(vocab_size=tiny_multi30k.vocab_size, num_layers=2, d_model=16,

@@ -7,5 +7,5 @@ translate, `-evaluate` -> evaluate, `-main` -> main_job, `-variations` -> variat
 `-attention` -> attention, `-parse-job` -> parse_job, `-parse` -> parse, `-evalb` -> evalb);
 scripts/<module>.py are thin wrappers over the same functions. A command parses its
 arguments before importing TensorFlow (so --help answers at once) and runs inside
-`transformer_tf.console.session` (a quiet console unless --verbose).
+`transformer_tf.runtime.console.session` (a quiet console unless --verbose).
 """

@@ -31,9 +31,9 @@ import argparse
 import logging
 import sys
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.errors import run_command
+from transformer_tf.runtime import console
 
 
 def heads_list(text: str):

@@ -27,9 +27,9 @@ import logging
 import pathlib
 import sys
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.errors import run_command
+from transformer_tf.runtime import console
 
 
 def main(argv=None) -> int:
@@ -64,8 +64,12 @@ def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.data.prepared import load_prepared
     from transformer_tf.inference.selection import average_and_choose
-    from transformer_tf.training.checkpoints import average_into_run, average_run
-    from transformer_tf.training.model_dir import CHOSEN_FILE, averaged_prefix, read_run_config
+    from transformer_tf.rundir.model_dir import (
+        CHOSEN_FILE,
+        averaged_prefix,
+        read_run_config,
+    )
+    from transformer_tf.training.averaging import average_into_run, average_run
 
     if args.select == "dev":
         run = read_run_config(args.model_dir)

@@ -22,7 +22,7 @@ def is_expected(error: BaseException) -> bool:
     if isinstance(error, (OSError, ValueError, KeyError)):  # ConfigError, CorpusError,
         return True                                        # CheckpointError, ... too
     expected = []
-    for module, name in (("transformer_tf.training.run_lock", "RunLockedError"),
+    for module, name in (("transformer_tf.rundir.lock", "RunLockedError"),
                          ("transformer_tf.training.fit", "TrainingDiverged")):
         loaded = sys.modules.get(module)  # not loaded: the error cannot be of its types
         if loaded is not None:

@@ -17,9 +17,9 @@ import argparse
 import json
 import sys
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.errors import run_command
+from transformer_tf.runtime import console
 
 
 def main(argv=None):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_tf import console
 from transformer_tf.cli.errors import run_command
 from transformer_tf.evaluation import (
     DEFAULT_LANG,
@@ -14,6 +13,7 @@ from transformer_tf.evaluation import (
     LineCountMismatchError,
     evaluate_files,
 )
+from transformer_tf.runtime import console
 
 DESCRIPTION = """\
 Score a hypothesis file against one or more reference files (one segment per line, UTF-8,

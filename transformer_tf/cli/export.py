@@ -13,11 +13,10 @@ import argparse
 import logging
 import sys
 
-from transformer_tf import console
 from transformer_tf.cli.arguments import non_negative_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS, STOPPING_RULES
-
+from transformer_tf.runtime import console
 
 
 def main(argv=None):

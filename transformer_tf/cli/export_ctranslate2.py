@@ -18,8 +18,8 @@ Example:
 import argparse
 import logging
 
-from transformer_tf import console
 from transformer_tf.cli.errors import run_command
+from transformer_tf.runtime import console
 
 
 def main(argv=None):

@@ -18,11 +18,11 @@ Examples:
 import argparse
 import logging
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import non_negative_int, positive_int
-from transformer_tf.cpu import prefer_onednn_for_training
+from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
+from transformer_tf.runtime import console
+from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
 
 def main(argv=None):
@@ -86,13 +86,17 @@ def main(argv=None):
 def _run(parser, args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.recipe import RecipeOptions, format_summary, run_recipe
+    from transformer_tf.jobs.main_job import (
+        MainJobOptions,
+        format_summary,
+        run_main_job,
+    )
 
     args.preset, model_overrides, training_overrides = resolve_model_flags(parser, args)
     minutes = args.train_minutes if args.train_minutes and args.train_minutes > 0 else None
     if minutes is None and args.epochs is None and args.max_steps is None:
         parser.error("--train-minutes 0 needs --epochs or --max-steps")
-    options = RecipeOptions(
+    options = MainJobOptions(
         dataset=args.dataset, source_language=args.src, target_language=args.tgt,
         vocab_size=args.vocab_size, subword=args.subword, data_dir=args.data_dir,
         work_dir=args.work_dir,
@@ -104,7 +108,7 @@ def _run(parser, args) -> int:
         model_overrides=model_overrides, training_overrides=training_overrides,
         validation_sentences=args.validation_sentences, precision=args.precision,
         verbose=0 if args.quiet else 1)
-    summary = run_recipe(options)
+    summary = run_main_job(options)
     print(format_summary(summary))
     return 0
 

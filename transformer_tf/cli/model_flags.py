@@ -6,8 +6,15 @@ from __future__ import annotations
 import argparse
 
 from transformer_tf.config import (
-    DEFAULT_PRESETS, PRESET_NAMES, ConfigError, ModelConfig, TrainingConfig, choose_preset,
-    get_preset, parse_overrides)
+    DEFAULT_PRESETS,
+    PRESET_NAMES,
+    ConfigError,
+    ModelConfig,
+    TrainingConfig,
+    choose_preset,
+    get_preset,
+    parse_overrides,
+)
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:

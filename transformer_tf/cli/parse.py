@@ -14,9 +14,9 @@ import argparse
 import logging
 import sys
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.errors import run_command
+from transformer_tf.runtime import console
 
 
 def main(argv=None):

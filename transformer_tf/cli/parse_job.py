@@ -19,13 +19,13 @@ import os
 import sys
 from pathlib import Path
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import non_negative_int, positive_int
-from transformer_tf.cpu import prefer_onednn_for_training
+from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import GRAMMARS, PRESET_NAMES
 from transformer_tf.data.linearise import DEFAULT_LEAVES, LEAVES
+from transformer_tf.runtime import console
+from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
 
 def main(argv=None):
@@ -101,7 +101,7 @@ def _run(parser, args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.data.treebank import TreebankError
-    from transformer_tf.recipe_parsing import ParseJobOptions, run_parse_job
+    from transformer_tf.jobs.parse_job import ParseJobOptions, run_parse_job
 
     options = ParseJobOptions(
         treebank_dir=treebank, work_dir=args.work_dir, preset=args.preset,

@@ -8,11 +8,11 @@ import argparse
 import logging
 import sys
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.errors import run_command
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data.textio import CorpusError
+from transformer_tf.runtime import console
 
 DESCRIPTION = f"""\
 Check a parallel corpus (equal line counts, valid UTF-8), copy it into OUT as plain text,

@@ -12,12 +12,12 @@ import dataclasses
 import json
 import logging
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import non_negative_int, positive_int
-from transformer_tf.cpu import prefer_onednn_for_training
+from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
 from transformer_tf.config import get_preset
+from transformer_tf.runtime import console
+from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
 
 def main(argv=None):

@@ -12,10 +12,10 @@ import argparse
 import logging
 import sys
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.errors import run_command
 from transformer_tf.config import STOPPING_RULES
+from transformer_tf.runtime import console
 
 
 def main(argv=None):
@@ -51,8 +51,8 @@ def main(argv=None):
 def _run(args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.inference.batch import load_translator, translate_lines
     from transformer_tf.data.textio import strip_newline
+    from transformer_tf.inference.batch import load_translator, translate_lines
 
     if args.model_dir and not args.checkpoint:
         from transformer_tf.inference.loading import default_checkpoint

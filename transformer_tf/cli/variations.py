@@ -1,5 +1,5 @@
 """The paper's model variations (Table 3): every row trained for the same budget and scored
-on the development set; resumable. See transformer_tf/variations.py for the rows.
+on the development set; resumable. See transformer_tf/jobs/variations.py for the rows.
 
   python scripts/variations.py --data runs/multi30k_en_de/data --budget-minutes 12 \\
       --out runs/variations                           # all rows around the multi30k preset
@@ -13,13 +13,13 @@ import argparse
 import logging
 import sys
 
-from transformer_tf import console
-from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.arguments import positive_int
-from transformer_tf.cpu import prefer_onednn_for_training
+from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import PRESET_NAMES
-from transformer_tf.variations import ROW_GROUPS
+from transformer_tf.jobs.variations import ROW_GROUPS
+from transformer_tf.runtime import console
+from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
 
 def main(argv=None):
@@ -57,8 +57,13 @@ def main(argv=None):
 
 
 def _run(parser, args, groups) -> int:
-    from transformer_tf.variations import (
-        StudyMismatch, StudyOptions, count_rows, format_counts, run_study)
+    from transformer_tf.jobs.variations import (
+        StudyMismatch,
+        StudyOptions,
+        count_rows,
+        format_counts,
+        run_study,
+    )
 
     if args.count_only:
         print(format_counts(count_rows(groups)), end="")

@@ -290,7 +290,7 @@ def export_model_dir_ctranslate2(model_dir, out_dir, checkpoint=None, overwrite:
     keep). `out_dir` (`export.versions`' rules), the family and the model's convertibility
     are checked before any weight is read."""
     from transformer_tf.inference.loading import load_trained
-    from transformer_tf.training import model_dir as model_dir_lib
+    from transformer_tf.rundir import model_dir as model_dir_lib
 
     prepare_out_dir(out_dir, CTRANSLATE2, overwrite, model_dir)
     run = model_dir_lib.read_run_config(model_dir)
@@ -336,7 +336,9 @@ class CTranslate2Translator:
     def source_tokens(self, sentences: Sequence[str]) -> list[list[str]]:
         """Pieces per sentence, truncated to max_source_tokens (CT2 appends </s>); blank
         sentences (transformer_tf.data.source_text.is_blank, the serving rule) get []."""
-        from transformer_tf.data.source_text import is_blank  # loads TensorFlow, idle here
+        from transformer_tf.data.source_text import (
+            is_blank,  # loads TensorFlow, idle here
+        )
 
         ids = self.processor.encode([s.strip(_ASCII_SPACE) for s in sentences])
         return [[] if is_blank(sentence) else

@@ -46,11 +46,20 @@ import tensorflow as tf
 from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
 from transformer_tf.export.versions import SAVED_MODEL, prepare_out_dir, write_version
 from transformer_tf.export.warmup import (
-    WARMUP_FILE, as_source_ids, warmup_batches, write_warmup_requests)
-from transformer_tf.inference.loading import BPE_MODEL, EXPORT_INFO, EXTRA_DIR, load_trained
+    WARMUP_FILE,
+    as_source_ids,
+    warmup_batches,
+    write_warmup_requests,
+)
+from transformer_tf.inference.loading import (
+    BPE_MODEL,
+    EXPORT_INFO,
+    EXTRA_DIR,
+    load_trained,
+)
 from transformer_tf.inference.parser import Parser
 from transformer_tf.inference.translator import Translator
-from transformer_tf.training.model_dir import read_run_config
+from transformer_tf.rundir.model_dir import read_run_config
 
 
 def export_saved_model(translator: Translator, out_dir, overwrite: bool = False,

@@ -164,7 +164,7 @@ def _describe(directory: pathlib.Path, names=None, limit: int = 6) -> str:
 
 def _run_directory_around(out_dir: pathlib.Path) -> pathlib.Path | None:
     """`out_dir` itself or its nearest ancestor that holds a run_config.json, or None."""
-    from transformer_tf.training.model_dir import RUN_CONFIG  # loads TensorFlow: late
+    from transformer_tf.rundir.model_dir import RUN_CONFIG  # loads TensorFlow: late
 
     for path in (out_dir, *out_dir.parents):
         if (path / RUN_CONFIG).is_file():

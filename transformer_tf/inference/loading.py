@@ -17,7 +17,8 @@ from transformer_tf.config import DecodingConfig
 from transformer_tf.data.bpe import make_tokenizer
 from transformer_tf.inference.translator import Translator
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
-from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+from transformer_tf.rundir import checkpoints
+from transformer_tf.rundir import model_dir as model_dir_lib
 
 logger = logging.getLogger(__name__)
 

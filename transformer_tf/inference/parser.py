@@ -16,8 +16,20 @@ from __future__ import annotations
 import tensorflow as tf
 
 from transformer_tf.data.linearise import (
-    CLOSE, DEFAULT_LEAVES, LEAVES, OPEN, PLACEHOLDER_TAG, PUNCTUATION_TAGS, REPAIR_KINDS,
-    WORD_ESCAPES, WORD_SLOT, RepairCounts, check_leaves, sentence_words, tree_from_output)
+    CLOSE,
+    DEFAULT_LEAVES,
+    LEAVES,
+    OPEN,
+    PLACEHOLDER_TAG,
+    PUNCTUATION_TAGS,
+    REPAIR_KINDS,
+    WORD_ESCAPES,
+    WORD_SLOT,
+    RepairCounts,
+    check_leaves,
+    sentence_words,
+    tree_from_output,
+)
 from transformer_tf.data.treebank import ROOT_LABEL
 from transformer_tf.data.treebank_data import leaves_of_vocabulary
 from transformer_tf.inference.batch import batch_rows, translate_lines

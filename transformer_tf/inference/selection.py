@@ -20,15 +20,19 @@ import pathlib
 
 from transformer_tf.data.datasets import make_evaluation_dataset
 from transformer_tf.evaluation import corpus_bleu
-from transformer_tf.evaluation.paired_bootstrap import PairedBootstrap, bleu_paired_bootstrap
+from transformer_tf.evaluation.paired_bootstrap import (
+    PairedBootstrap,
+    bleu_paired_bootstrap,
+)
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.inference.batch import from_translator, translate_lines
 from transformer_tf.inference.loading import load_trained, pick_checkpoint
 from transformer_tf.inference.translator import Translator
-from transformer_tf.training import checkpoints
-from transformer_tf.training import model_dir as model_dir_lib
-from transformer_tf.training.model_dir import read_tokenizer_proto
-from transformer_tf.training.run_lock import hold_run
+from transformer_tf.rundir import checkpoints
+from transformer_tf.rundir import model_dir as model_dir_lib
+from transformer_tf.rundir.lock import hold_run
+from transformer_tf.rundir.model_dir import read_tokenizer_proto
+from transformer_tf.training import averaging
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.word_loss import pooled_ids
 
@@ -152,7 +156,7 @@ class Selection:
 def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
                        alpha=None, bleu_limit: int | None = None) -> Selection:
     """Average up to `last` checkpoints from the final part of training
-    (`checkpoints.tail_checkpoints`) and choose between that average and the latest
+    (`averaging.tail_checkpoints`) and choose between that average and the latest
     checkpoint on the dev set of `prepared` (BLEU on its first `bleu_limit` sentences,
     None: all). With fewer than two checkpoints in the tail nothing is averaged and the
     latest is chosen. Holds the run's lock, and records the choice in the run directory
@@ -172,16 +176,16 @@ def _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
     if not available:
         raise ValueError(f"{model_dir} has no checkpoints")
     newest_step = checkpoints.checkpoint_step(available[-1])
-    tail = checkpoints.tail_checkpoints(available, last)
+    tail = averaging.tail_checkpoints(available, last)
     scorer = DevScorer(model_dir, prepared, available[-1], beam_size=beam_size, alpha=alpha,
                        bleu_limit=bleu_limit)
     latest = scorer.score("latest", available[-1])
     if len(tail) < 2:
         note = (f"not averaged: {len(tail)} checkpoint(s) in the final "
-                f"{checkpoints.TAIL_FRACTION:.0%} of training")
+                f"{averaging.TAIL_FRACTION:.0%} of training")
         return Selection(chosen=latest, scores=[latest], averaged_sources=[], note=note,
                          reason="latest: the only candidate", newest_step=newest_step)
-    averaged = checkpoints.average_run(model_dir, last, out=out, allow_fewer=True,
+    averaged = averaging.average_run(model_dir, last, out=out, allow_fewer=True,
                                        tail_only=True)
     sources = list(averaged.sources)
     average = scorer.score("averaged", averaged.path)

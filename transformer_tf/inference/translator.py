@@ -28,11 +28,14 @@ import tensorflow as tf
 from transformer_tf.config import PAD_ID, DecodingConfig
 from transformer_tf.data.bpe import line_break_piece_ids
 from transformer_tf.data.source_text import clean_source_ids, encode_sources
-from transformer_tf.decoding.model_search import (
-    search_in_lanes, search_model, search_model_by_length, xla_chunk_search)
-from transformer_tf.decoding.search import check_n_best
 from transformer_tf.decoding.grammar import output_constraint
-
+from transformer_tf.decoding.model_search import (
+    search_in_lanes,
+    search_model,
+    search_model_by_length,
+    xla_chunk_search,
+)
+from transformer_tf.decoding.search import check_n_best
 
 
 class IdsTranslator(tf.Module):
@@ -70,7 +73,7 @@ class IdsTranslator(tf.Module):
         # same; the weights are stored twice in the export's variables/.
         self.core_variables = [getattr(v, "value", v) for v in model.variables]
         # Weights the search would otherwise re-arrange at every call, laid out once
-        # (a snapshot: `training.checkpoints.load_weights` refreshes it), tracked here
+        # (a snapshot: `rundir.checkpoints.load_weights` refreshes it), tracked here
         # so that an export holds them.
         self.inference_variables = model.keep_inference_weights()
 

@@ -40,7 +40,7 @@ weight-normalised decoder kernels), prepares each part in `prepare_inference_wei
 and reads them through `inference_weights(part)`. `keep_inference_weights()` then
 prepares them once and keeps them in variables, which it returns;
 `keeps_inference_weights` says whether it has. The kept copies are a snapshot:
-`training.checkpoints.load_weights` refreshes them, and a model that still trains never
+`rundir.checkpoints.load_weights` refreshes them, and a model that still trains never
 keeps them. `inference.translator` calls it.
 
 Losses are not part of a model: `transformer_tf.training` owns them, so a model has no

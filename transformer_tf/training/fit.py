@@ -24,15 +24,17 @@ from transformer_tf.data.prepared import load_prepared
 from transformer_tf.data.transforms import DropCounter
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
+from transformer_tf.rundir import checkpoints
+from transformer_tf.rundir import model_dir as model_dir_lib
+from transformer_tf.rundir.lock import hold_run
+from transformer_tf.training import averaging
 from transformer_tf.training import callbacks as callbacks_lib
 from transformer_tf.training.accumulation import pack_micro_batches
-from transformer_tf.training import checkpoints, model_dir as model_dir_lib
 from transformer_tf.training.distribution import is_chief, make_strategy
 from transformer_tf.training.keras_workarounds import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau
 from transformer_tf.training.precision import resolve_precision
-from transformer_tf.training.run_lock import hold_run
 from transformer_tf.training.schedule import TransformerSchedule
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.validation import ValidationTranslations
@@ -153,10 +155,10 @@ def _validation_translations(network, prepared, num_sentences: int, monitor):
 def checkpoint_period(training: TrainingConfig, options: TrainOptions) -> float:
     """Minutes between checkpoints: the config's, or shorter for a run planned by time
     alone, so that `average_last` checkpoints fall in the final part of training that
-    averaging draws from (checkpoints.TAIL_FRACTION of the budget)."""
+    averaging draws from (averaging.TAIL_FRACTION of the budget)."""
     period = training.checkpoint_every_minutes
     if options.max_minutes is not None and options.max_steps is None and options.epochs is None:
-        tail_minutes = options.max_minutes * checkpoints.TAIL_FRACTION
+        tail_minutes = options.max_minutes * averaging.TAIL_FRACTION
         period = min(period, tail_minutes / training.average_last)
     return period
 
@@ -170,7 +172,7 @@ def train(options: TrainOptions) -> TrainResult:
     """Train (or resume) the run in `options.model_dir`; returns where it stopped.
 
     The chief holds MDIR's `RunLock` while it trains: another run there raises
-    `run_lock.RunLockedError` at once."""
+    `rundir.lock.RunLockedError` at once."""
     with contextlib.ExitStack() as held_until_the_end:
         return _train(options, held_until_the_end)
 

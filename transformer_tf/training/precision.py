@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from transformer_tf.cpu import has_native_bfloat16, read_cpu_flags
+from transformer_tf.runtime.cpu import has_native_bfloat16, read_cpu_flags
 
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 

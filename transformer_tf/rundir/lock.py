@@ -29,10 +29,10 @@ the races around creating and reopening the lock file.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import logging
-import contextlib
 import os
 import pathlib
 import socket

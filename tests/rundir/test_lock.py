@@ -1,4 +1,4 @@
-"""One training run per model directory (training/run_lock.py), with real processes.
+"""One training run per model directory (rundir/lock.py), with real processes.
 
 A holder process takes MDIR's lock; a second `scripts/train.py` on MDIR stops at once
 (exit 2) naming the holder's pid, host and start time; after the holder is SIGKILLed its
@@ -18,13 +18,13 @@ import time
 
 import pytest
 
-from transformer_tf.training import checkpoints
-from transformer_tf.training.run_lock import HOLDER_FILE, RunLock, RunLockedError
+from transformer_tf.rundir import checkpoints
+from transformer_tf.rundir.lock import HOLDER_FILE, RunLock, RunLockedError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HOLDER = """
 import sys, time
-from transformer_tf.training.run_lock import RunLock
+from transformer_tf.rundir.lock import RunLock
 lock = RunLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(600)
@@ -65,7 +65,7 @@ def test_second_train_script_stops_at_once(holder, tiny_multi30k):
         capture_output=True, text=True, timeout=300,
         env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
     assert second.returncode == 2, second.stderr[-3000:]
-    # The quiet console (transformer_tf/console.py): TensorFlow's start-up lines and the
+    # The quiet console (transformer_tf/runtime/console.py): TensorFlow's start-up lines and the
     # cuInit error are gone; what remains is our log and the one error line.
     errors = [line for line in second.stderr.splitlines() if not line.startswith("INFO ")]
     assert errors == [f"error: {model_dir} is in use by another run: pid "

@@ -33,11 +33,12 @@ from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator
 from transformer_tf.inference.parser import parse_lines
-from transformer_tf.recipe import JobStages, check_export_free, export_version_dir
-from transformer_tf.training import checkpoints
+from transformer_tf.jobs.stages import JobStages, check_export_free, export_version_dir
+from transformer_tf.rundir import checkpoints
+from transformer_tf.rundir.lock import hold_run
+from transformer_tf.rundir.model_dir import read_run_config
+from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, train
-from transformer_tf.training.model_dir import read_run_config
-from transformer_tf.training.run_lock import hold_run
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def parse_and_score(model_dir, checkpoint, prepared, split: str, out_path, batch
 
 
 def run_parse_job(options: ParseJobOptions) -> dict:
-    """Run every step, holding the run directory's lock (`run_lock.hold_run`) throughout;
+    """Run every step, holding the run directory's lock (`rundir.lock.hold_run`) throughout;
     returns (and writes to summary.json) the summary."""
     work = pathlib.Path(options.work_dir)
     if options.saved_model_dir is not None:
@@ -137,13 +138,13 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
 
     average_last = options.average_last or run.training.average_last
     stages.begin(f"3/6 average up to {average_last} checkpoints from the final "
-                 f"{checkpoints.TAIL_FRACTION:.0%} of training; keep the average only if its dev "
+                 f"{averaging.TAIL_FRACTION:.0%} of training; keep the average only if its dev "
                  "F1 (greedy) is at least the latest checkpoint's")
     available = checkpoints.list_checkpoints(model_dir)
     candidates = {"latest": available[-1]}
     averaged_sources: list = []
-    if len(checkpoints.tail_checkpoints(available, average_last)) >= 2:
-        averaged = checkpoints.average_run(model_dir, average_last, allow_fewer=True,
+    if len(averaging.tail_checkpoints(available, average_last)) >= 2:
+        averaged = averaging.average_run(model_dir, average_last, allow_fewer=True,
                                            tail_only=True)
         candidates["averaged"] = averaged.path
         averaged_sources = list(averaged.sources)

@@ -18,7 +18,8 @@ from transformer_tf.config import ModelConfig
 from transformer_tf.export import saved_model
 from transformer_tf.inference.loading import pick_checkpoint
 from transformer_tf.models.registry import build_model
-from transformer_tf.training import checkpoints
+from transformer_tf.rundir import checkpoints
+from transformer_tf.training import averaging
 
 MODEL = ModelConfig(vocab_size=40, num_layers=1, d_model=8, d_ff=16, num_heads=2,
                     max_position=16)
@@ -116,7 +117,7 @@ def test_averaging_names_a_damaged_source(run, capsys):
     spoilt = garble_index(run, 20)
     model = build_model("transformer", MODEL)
     with pytest.raises(checkpoints.CheckpointError, match=f"^{spoilt}: not a readable"):
-        checkpoints.average_checkpoints(model, [str(prefix(run, 10)), str(prefix(run, 20))],
+        averaging.average_checkpoints(model, [str(prefix(run, 10)), str(prefix(run, 20))],
                                         run / "averaged" / "ckpt")
     assert not (run / "averaged").exists()
 
@@ -141,7 +142,7 @@ def test_checkpoint_of_another_configuration_gives_one_line(run, capsys):
 
 
 def test_export_with_another_configuration_is_one_error_line(run, capsys):
-    from transformer_tf.training import model_dir as model_dir_lib
+    from transformer_tf.rundir import model_dir as model_dir_lib
 
     config = model_dir_lib.read_run_config(run)
     model_dir_lib.write_run_config(run, config.__class__(**{

@@ -13,7 +13,7 @@ from transformer_tf.data.treebank import read_trees
 
 @pytest.mark.slow
 def test_parse_job_produces_every_artefact(shared_data_dir, tmp_path, gc_frozen):
-    from transformer_tf.recipe_parsing import EXAMPLE_SENTENCES, ParseJobOptions, run_parse_job
+    from transformer_tf.jobs.parse_job import EXAMPLE_SENTENCES, ParseJobOptions, run_parse_job
 
     files = sorted((shared_data_dir / "ptb_wsj_sample").glob("*.mrg"))[:14]
     if not files:

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from transformer_tf import cpu
+from transformer_tf.runtime import cpu
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 AVX2_EPYC = "processor : 0\nflags : fpu sse4_2 avx fma avx2 bmi2\nprocessor : 1\n"
 AVX512_XEON = "processor : 0\nflags : fpu avx fma avx2 avx512f avx512bw avx512_vnni\n"
@@ -44,7 +44,7 @@ def write(tmp_path, text):
 
 def test_sets_the_variable_on_an_avx2_cpu(tmp_path, tensorflow_not_loaded, caplog):
     environ = {}
-    with caplog.at_level("INFO", logger="transformer_tf.cpu"):
+    with caplog.at_level("INFO", logger="transformer_tf.runtime.cpu"):
         assert cpu.prefer_onednn_for_training(environ, write(tmp_path, AVX2_EPYC), "x86_64")
     assert environ == {"TF_ENABLE_ONEDNN_OPTS": "1"}
     assert "TF_ENABLE_ONEDNN_OPTS=0 to keep Eigen" in caplog.text

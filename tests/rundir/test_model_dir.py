@@ -7,7 +7,7 @@ import json
 import pytest
 
 from transformer_tf.config import get_preset
-from transformer_tf.training import model_dir as model_dir_lib
+from transformer_tf.rundir import model_dir as model_dir_lib
 
 
 def run_config(**training_changes):

@@ -19,9 +19,10 @@ import sys
 
 import pytest
 
-from transformer_tf.training import checkpoints, model_dir as model_dir_lib
+from transformer_tf.rundir import checkpoints, model_dir as model_dir_lib
+from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, train
-from transformer_tf.training.run_lock import RunLockedError
+from transformer_tf.rundir.lock import RunLockedError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 STEPS = 20
@@ -158,7 +159,7 @@ def test_a_moved_data_directory_with_the_same_tokenizer_resumes(run, tiny_multi3
 
 HOLDER = """
 import sys, time
-from transformer_tf.training.run_lock import RunLock
+from transformer_tf.rundir.lock import RunLock
 lock = RunLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(600)
@@ -183,9 +184,9 @@ def test_every_writer_waits_for_the_lock_before_deciding_anything(held, other_pa
 
     before = snapshot(held)
     with pytest.raises(RunLockedError):
-        checkpoints.average_run(held, 3)
+        averaging.average_run(held, 3)
     with pytest.raises(RunLockedError):
-        checkpoints.average_into_run(held, 3)
+        averaging.average_into_run(held, 3)
     with pytest.raises(RunLockedError):
         average_and_choose(held, load_prepared(tiny_multi30k.directory), 3)
     # The lock comes before the identity check: a held run is reported as held.
@@ -195,11 +196,11 @@ def test_every_writer_waits_for_the_lock_before_deciding_anything(held, other_pa
 
 
 def test_the_main_job_waits_for_the_lock_too(held, tmp_path):
-    from transformer_tf.recipe import RecipeOptions, run_recipe
+    from transformer_tf.jobs.main_job import MainJobOptions, run_main_job
 
     work = held.parent
     with pytest.raises(RunLockedError):
-        run_recipe(RecipeOptions(work_dir=str(work), preset="tiny", max_steps=1,
+        run_main_job(MainJobOptions(work_dir=str(work), preset="tiny", max_steps=1,
                                  train_minutes=None, saved_models_dir=str(tmp_path / "saved")))
     assert not (tmp_path / "saved").exists()
 
@@ -208,7 +209,7 @@ def test_export_and_translate_follow_the_recorded_choice(run, tiny_multi30k, gc_
     from transformer_tf.inference.loading import default_checkpoint
 
     newest = checkpoints.checkpoints_on_disk(run)[-1]
-    averaged = checkpoints.average_run(run, 3)  # an average exists ...
+    averaged = averaging.average_run(run, 3)  # an average exists ...
     assert default_checkpoint(run)[0] == averaged.path  # (no choice recorded: old rule)
     model_dir_lib.write_chosen(run, model_dir_lib.ChosenCheckpoint(
         checkpoint=newest, name="latest", reason="hand-made", newest_step=STEPS))
@@ -224,6 +225,6 @@ def test_export_and_translate_follow_the_recorded_choice(run, tiny_multi30k, gc_
     path, why = default_checkpoint(run)  # trained since: the choice is stale
     assert checkpoints.checkpoint_step(path) == STEPS + 1 and "trained since" in why
 
-    record = checkpoints.average_into_run(run, 2)  # an explicit average is a choice too
+    record = averaging.average_into_run(run, 2)  # an explicit average is a choice too
     assert default_checkpoint(run)[0] == record.path
     assert json.loads((run / model_dir_lib.CHOSEN_FILE).read_text())["name"] == "averaged"

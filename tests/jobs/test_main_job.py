@@ -8,7 +8,7 @@ import sys
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
@@ -72,10 +72,10 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
 
 
 def test_runs_of_other_presets_get_their_own_directory_and_export():
-    from transformer_tf.recipe import RecipeOptions, _resolved_work_dir
+    from transformer_tf.jobs.main_job import MainJobOptions, _resolved_work_dir
 
-    assert _resolved_work_dir(RecipeOptions()) == pathlib.Path("runs/multi30k_en_de")
-    convs2s = _resolved_work_dir(RecipeOptions(preset="convs2s_multi30k", target_language="fr"))
+    assert _resolved_work_dir(MainJobOptions()) == pathlib.Path("runs/multi30k_en_de")
+    convs2s = _resolved_work_dir(MainJobOptions(preset="convs2s_multi30k", target_language="fr"))
     assert convs2s == pathlib.Path("runs/multi30k_en_fr_convs2s_multi30k")
-    given = _resolved_work_dir(RecipeOptions(preset="tiny", work_dir="x/y"))
+    given = _resolved_work_dir(MainJobOptions(preset="tiny", work_dir="x/y"))
     assert given == pathlib.Path("x/y")

@@ -1,4 +1,4 @@
-"""The Table 3 study (transformer_tf/variations.py): its rows are exactly the intended
+"""The Table 3 study (transformer_tf/jobs/variations.py): its rows are exactly the intended
 configurations, its parameter column agrees with an independent count and with the paper,
 and it resumes without retraining what is done."""
 import dataclasses
@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.config import get_preset
-from transformer_tf.training.checkpoints import TRAINED_SECONDS
-from transformer_tf.variations import (
+from transformer_tf.rundir.checkpoints import TRAINED_SECONDS
+from transformer_tf.jobs.variations import (
     ROW_RESULT, StudyOptions, count_rows, define_rows, format_table,
     parameter_count, run_study)
 
@@ -188,7 +188,7 @@ def test_base_changes_shape_every_row_and_reach_its_training(tiny_multi30k, tmp_
 
 def test_a_study_refuses_to_resume_with_other_settings(tiny_multi30k, tmp_path):
     from transformer_tf.cli.variations import main
-    from transformer_tf.variations import STUDY_FILE, StudyMismatch
+    from transformer_tf.jobs.variations import STUDY_FILE, StudyMismatch
 
     options = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path),
                            groups=("E",), max_steps=5)

@@ -1,6 +1,6 @@
-"""The quiet console (transformer_tf/console.py): library noise filtered at fd level and in
+"""The quiet console (transformer_tf/runtime/console.py): library noise filtered at fd level and in
 Python, everything else passed on unchanged; --verbose or a user's TF_CPP_MIN_LOG_LEVEL
-bring the noise back. (A real script's stderr: tests/training/test_run_lock.py.)"""
+bring the noise back. (A real script's stderr: tests/rundir/test_lock.py.)"""
 import os
 import pathlib
 import subprocess
@@ -9,9 +9,9 @@ import warnings
 
 import pytest
 
-from transformer_tf import console
+from transformer_tf.runtime import console
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 # Written by TensorFlow 2.21, tensorflow-text and the CUDA stub on a machine without a GPU
 # (copied from this machine's console).
 NOISE = [
@@ -39,7 +39,7 @@ KEPT = [
 ]
 CHILD = r"""
 import os, sys
-from transformer_tf import console
+from transformer_tf.runtime import console
 chunks = [bytes.fromhex(h) for h in sys.argv[2:]]
 with console.session(verbose=sys.argv[1] == "1"):
     for chunk in chunks:
@@ -116,7 +116,7 @@ def test_keras_shuffle_warning_is_hidden_only_in_the_session():
 def test_last_words_of_a_killed_command_reach_the_terminal():
     # A C++ CHECK failure or a segfault ends the process at once; what it wrote last must
     # not die with it in the filter.
-    child = ("import os, signal\nfrom transformer_tf import console\n"
+    child = ("import os, signal\nfrom transformer_tf.runtime import console\n"
              "with console.session():\n"
              "    os.write(2, " + repr(NOISE[0]) + " + b'F0000 Check failed: last words\\n')\n"
              "    os.kill(os.getpid(), signal.SIGKILL)\n")

@@ -22,7 +22,7 @@ import pytest
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.training.fit import TrainOptions, train
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 STEPS = 12
 TRAINING = {"checkpoint_every_minutes": 1e-5, "keep_checkpoints": 30}
 MAIN_ARGS = ["--preset", "tiny", "--model-option", "num_layers=1", "--max-steps", str(STEPS),
@@ -80,7 +80,7 @@ def usable(model_dir, versions) -> dict:
     import tensorflow_text  # noqa: F401  (the SavedModels' tokenizer ops)
 
     from transformer_tf.inference.loading import load_trained
-    from transformer_tf.training import checkpoints
+    from transformer_tf.rundir import checkpoints
 
     _, _, _, path = load_trained(model_dir)
     outputs = {str(v): tf.saved_model.load(str(v)).signatures["serving_default"](

@@ -1,4 +1,5 @@
-"""Training checkpoints (tf.train.CheckpointManager) and checkpoint averaging.
+"""Training checkpoints (tf.train.CheckpointManager): listing, checking, restoring them
+(averaging them: training/averaging.py).
 
 Layout under a model directory:
     MDIR/checkpoints/ckpt-<step>.{index,data-*}  the last K training checkpoints
@@ -23,7 +24,6 @@ with a warning and takes the newest readable ones (`readable_checkpoints`).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import glob
 import logging
@@ -34,10 +34,6 @@ import shutil
 
 import numpy as np
 import tensorflow as tf
-
-from transformer_tf.models.registry import build_model
-from transformer_tf.training import model_dir as model_dir_lib
-from transformer_tf.training.run_lock import hold_run
 
 logger = logging.getLogger(__name__)
 
@@ -114,30 +110,9 @@ def restore_latest(manager: tf.train.CheckpointManager) -> int:
     return int(checkpoint.optimizer.iterations.numpy())
 
 
-# Averaging candidates come from the final part of training only: the last TAIL_FRACTION of
-# the run's steps (the paper averages the last ~7% of a 12-hour run; a short run changes
-# faster, so its tail is wider). Saves closer than MIN_GAP_FRACTION of the run apart (an
-# end-of-training save a step after a periodic one) are the same point: the later counts.
-TAIL_FRACTION = 0.2
-MIN_GAP_FRACTION = 0.01
-
-
 def checkpoint_step(path) -> int:
     """The step of a training checkpoint prefix `.../ckpt-<step>`."""
     return int(str(path).rsplit("-", 1)[1])
-
-
-def tail_checkpoints(paths: list[str], last: int) -> list[str]:
-    """Up to `last` of `paths` (oldest first) fit for averaging: from the final
-    TAIL_FRACTION of the steps, near-duplicate saves counted once; oldest first."""
-    if not paths:
-        return []
-    final = checkpoint_step(paths[-1])
-    in_tail = [p for p in paths if checkpoint_step(p) >= (1.0 - TAIL_FRACTION) * final]
-    min_gap = MIN_GAP_FRACTION * final
-    distinct = [p for p, later in zip(in_tail, in_tail[1:] + [None])
-                if later is None or checkpoint_step(later) - checkpoint_step(p) >= min_gap]
-    return distinct[-last:]
 
 
 _CHECKPOINT_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
@@ -359,96 +334,6 @@ def remove_interrupted_saves(model_dir) -> list[pathlib.Path]:
     return leftovers
 
 
-def average_checkpoints(model, checkpoint_paths: list[str], output_prefix) -> str:
-    """Average the model weights of `checkpoint_paths` into a new checkpoint.
-
-    Args:
-      model: a built model of the same architecture (its weights are overwritten with the
-        average).
-      checkpoint_paths: prefixes written by the training manager (or by this function).
-      output_prefix: where to write, e.g. MDIR/averaged/ckpt.
-
-    Returns:
-      The written checkpoint's path (a prefix readable with
-      `tf.train.Checkpoint(model=...).read(path)`).
-    """
-    if not checkpoint_paths:
-        raise ValueError("no checkpoints to average")
-    for path in checkpoint_paths:
-        check_readable(path)
-    sums = [np.zeros(w.shape, np.float64) for w in model.weights]
-    checkpoint = tf.train.Checkpoint(model=model)
-    for path in checkpoint_paths:
-        load_weights(model, path)
-        for total, weight in zip(sums, model.weights):
-            total += weight.numpy()
-    for total, weight in zip(sums, model.weights):
-        weight.assign(tf.cast(total / len(checkpoint_paths), weight.dtype))
-    _refresh_inference_weights(model)
-    pathlib.Path(output_prefix).parent.mkdir(parents=True, exist_ok=True)
-    return checkpoint.write(str(output_prefix))
-
-
-@dataclasses.dataclass(frozen=True)
-class AveragedCheckpoint:
-    path: str  # the written checkpoint prefix
-    sources: list  # the checkpoint prefixes averaged, oldest first
-    requested: int  # how many were asked for (more than len(sources) with allow_fewer)
-    parameters: int  # the model's parameter count
-
-
-def average_run(model_dir, last: int | None = None, out=None,
-                allow_fewer: bool = False, tail_only: bool = False) -> AveragedCheckpoint:
-    """Average the last `last` checkpoints of a training run (what the paper evaluates).
-
-    Args:
-      model_dir: the run's directory (its run_config.json rebuilds the model).
-      last: how many of the newest checkpoints (default: the run's training.average_last).
-      out: checkpoint prefix to write (default MDIR/averaged/ckpt).
-      allow_fewer: with fewer than `last` checkpoints, average those (the result's
-        `requested` tells) instead of raising ValueError.
-      tail_only: candidates only from the final part of training (`tail_checkpoints`).
-
-    Holds the run's lock (`run_lock.hold_run`): a run being trained is not averaged.
-    """
-    with hold_run(model_dir):
-        return _average_run(model_dir, last, out, allow_fewer, tail_only)
-
-
-def _average_run(model_dir, last, out, allow_fewer, tail_only) -> AveragedCheckpoint:
-    run = model_dir_lib.read_run_config(model_dir)
-    last = last or run.training.average_last
-    available = readable_checkpoints(list_checkpoints(model_dir))
-    if tail_only:
-        available = tail_checkpoints(available, last)
-    if not available:
-        raise ValueError(f"{model_dir} has no checkpoints to average")
-    if len(available) < last and not allow_fewer:
-        names = ", ".join(pathlib.Path(p).name for p in available)
-        raise ValueError(f"{model_dir} has {len(available)} checkpoint(s) ({names}), fewer "
-                         f"than --last {last}")
-    selected = available[-last:]
-    model = build_model(run.family, run.model)
-    path = average_checkpoints(model, selected, out or model_dir_lib.averaged_prefix(model_dir))
-    return AveragedCheckpoint(path=path, sources=selected, requested=last,
-                              parameters=model.count_params())
-
-
-def average_into_run(model_dir, last: int | None = None,
-                     allow_fewer: bool = False) -> AveragedCheckpoint:
-    """`average_run` into MDIR/averaged/, recorded as the run's choice
-    (`model_dir.write_chosen`): averaging on request is the user's choice, so export and
-    translate use the average until the run trains on or another choice is made."""
-    with hold_run(model_dir):
-        averaged = average_run(model_dir, last, allow_fewer=allow_fewer)
-        names = ", ".join(pathlib.Path(p).name for p in averaged.sources)
-        model_dir_lib.write_chosen(model_dir, model_dir_lib.ChosenCheckpoint(
-            checkpoint=averaged.path, name="averaged",
-            reason=f"the average of {names}, made on request (no dev-set choice)",
-            newest_step=checkpoint_step(newest_readable(model_dir))))
-    return averaged
-
-
 @contextlib.contextmanager
 def _tensorflow_warnings_off():
     tf_logger = logging.getLogger("tensorflow")
@@ -482,10 +367,10 @@ def load_weights(model, checkpoint_path) -> None:
     if mismatch is not None:
         raise CheckpointError(path, "does not fit the model built from the configuration "
                                     f"(trained with another one?): {mismatch}")
-    _refresh_inference_weights(model)
+    refresh_inference_weights(model)
 
 
-def _refresh_inference_weights(model) -> None:
+def refresh_inference_weights(model) -> None:
     """Weights changed: a model that keeps inference copies of them
     (`Seq2SeqModel.keep_inference_weights`, a translator's) lays them out again."""
     if getattr(model, "keeps_inference_weights", False):

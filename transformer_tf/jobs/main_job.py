@@ -1,7 +1,7 @@
 """The main job, end to end: prepare, train, average and choose on the dev set, decode,
 score, export, translate.
 
-`scripts/main_job.py` (the README's first command) runs `run_recipe`. An existing prepared
+`scripts/main_job.py` (the README's first command) runs `run_main_job`. An existing prepared
 directory is reused, and training resumes from the run's last checkpoint: steps, epochs
 and minutes all count the whole run, so a finished run trains no further and a killed one
 trains what is left of its plan (the training time is saved with each checkpoint). Averaging, the dev-set choice between the average and the latest
@@ -21,7 +21,6 @@ import dataclasses
 import json
 import logging
 import pathlib
-import time
 
 import tensorflow as tf
 
@@ -32,14 +31,13 @@ from transformer_tf.data.textio import CorpusError
 from transformer_tf.evaluation import evaluate
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
-from transformer_tf.export.versions import next_free_version
 from transformer_tf.inference.batch import load_translator, translate_lines
 from transformer_tf.inference.selection import average_and_choose
-from transformer_tf.training import checkpoints
+from transformer_tf.jobs.stages import JobStages, export_version_dir
+from transformer_tf.rundir.lock import hold_run
+from transformer_tf.rundir.model_dir import read_run_config
+from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, train
-from transformer_tf.training.live_objects import set_aside_live_objects
-from transformer_tf.training.model_dir import read_run_config
-from transformer_tf.training.run_lock import hold_run
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +49,7 @@ DEMO_SENTENCES = {
 
 
 @dataclasses.dataclass
-class RecipeOptions:
+class MainJobOptions:
     """Options of the main job (see scripts/main_job.py --help)."""
 
     dataset: str = "multi30k"
@@ -82,74 +80,27 @@ class RecipeOptions:
     verbose: int = 1
 
 
-def _resolved_work_dir(options: RecipeOptions) -> pathlib.Path:
+def _resolved_work_dir(options: MainJobOptions) -> pathlib.Path:
     """runs/<dataset>_<src>_<tgt>, with _<preset> added for any preset but the default
     one (so `--model convs2s` does not land in the Transformer's run), unless given."""
     name = f"{options.dataset}_{options.source_language}_{options.target_language}"
-    if options.preset != RecipeOptions.preset:
+    if options.preset != MainJobOptions.preset:
         name += f"_{options.preset}"
     return pathlib.Path(options.work_dir or pathlib.Path("runs") / name)
 
 
-class JobStages:
-    """The stages of a job (this one and the parsing job): a heading on the console as
-    each begins, its wall time (seconds) when it is done.
-
-    When a stage is done, the objects still alive are set aside from later garbage
-    collections (`live_objects.set_aside_live_objects`: after training, rescanning them
-    made the later stages' tracing 2-3 times slower). The jobs run as commands, so the
-    process-wide freeze is theirs to make."""
-
-    def __init__(self):
-        self.started = self._clock = time.monotonic()
-        self.seconds: dict[str, float] = {}
-
-    @staticmethod
-    def begin(heading: str) -> None:
-        print(f"\n==> {heading}", flush=True)
-
-    def done(self, name: str) -> None:
-        now = time.monotonic()
-        self.seconds[name] = round(now - self._clock, 1)
-        set_aside_live_objects()
-        self._clock = time.monotonic()
-
-    def total_seconds(self) -> float:
-        return round(time.monotonic() - self.started, 1)
-
-
-def export_version_dir(name_dir, version: int | None) -> pathlib.Path:
-    """NAME_DIR/VERSION of a job's export: `version` if given (FileExistsError at once if
-    that directory holds anything: a job never replaces an earlier export), else the next
-    free version (`export.versions.next_free_version`), so that TF Serving loads the new
-    model beside the versions it serves."""
-    name_dir = pathlib.Path(name_dir)
-    if version is None:
-        return name_dir / str(next_free_version(name_dir))
-    return check_export_free(name_dir / str(version))
-
-
-def check_export_free(path) -> pathlib.Path:
-    """`path` if nothing is there (or an empty directory); else FileExistsError."""
-    path = pathlib.Path(path)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise FileExistsError(f"{path}: an export is already there; give another version, "
-                              "or none for the next free one")
-    return path
-
-
-def run_recipe(options: RecipeOptions) -> dict:
-    """Run every step, holding the run directory's lock (`run_lock.hold_run`) throughout;
+def run_main_job(options: MainJobOptions) -> dict:
+    """Run every step, holding the run directory's lock (`rundir.lock.hold_run`) throughout;
     returns (and writes to summary.json) the summary."""
     work_dir = _resolved_work_dir(options)
     name = options.export_name or work_dir.name  # one export name per run directory
     export_version_dir(pathlib.Path(options.saved_models_dir) / name,
                        options.export_version)  # refused now, not after training
     with hold_run(work_dir / "model", create=True):
-        return _run_recipe(options, work_dir, name)
+        return _run_main_job(options, work_dir, name)
 
 
-def _run_recipe(options: RecipeOptions, work_dir: pathlib.Path, name: str) -> dict:
+def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) -> dict:
     stages = JobStages()
     data_dir, model_dir = work_dir / "data", work_dir / "model"
     src, tgt = options.source_language, options.target_language
@@ -186,7 +137,7 @@ def _run_recipe(options: RecipeOptions, work_dir: pathlib.Path, name: str) -> di
 
     average_last = options.average_last or run.training.average_last
     stages.begin(f"3/6 average the final checkpoints (up to {average_last}, from the last "
-                 f"{checkpoints.TAIL_FRACTION:.0%} of training) and keep it only if it is better "
+                 f"{averaging.TAIL_FRACTION:.0%} of training) and keep it only if it is better "
                  "than the latest on the dev set")
     search = dict(beam_size=options.beam_size or run.decoding.beam_size,
                   alpha=run.decoding.alpha if options.alpha is None else options.alpha)

@@ -211,7 +211,7 @@ def _row_budget_left(row_dir: pathlib.Path, options: StudyOptions) -> float | No
     period). None for a study planned by steps."""
     if options.budget_minutes is None:
         return None
-    from transformer_tf.training import checkpoints
+    from transformer_tf.rundir import checkpoints
 
     try:
         newest = checkpoints.newest_readable(row_dir / "model")
@@ -240,7 +240,7 @@ def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_l
 def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, seconds: float):
     from transformer_tf.data.prepared import load_prepared
     from transformer_tf.inference.selection import score_on_dev
-    from transformer_tf.training import checkpoints
+    from transformer_tf.rundir import checkpoints
 
     model_dir = row_dir / "model"
     latest = checkpoints.newest_readable(model_dir)  # FileNotFoundError without one
@@ -346,7 +346,7 @@ def format_table(results: list[dict], options: StudyOptions | None = None) -> st
         changes = f" changed by {'; '.join(parts)}" if parts else ""
         lines += ["", f"Base preset `{options.base_preset}`{changes}, {budget} per row, dev "
                       "set, beam 4, alpha 0.6, final checkpoint (no averaging). Rows scaled "
-                      "around the base as in transformer_tf/variations.py."]
+                      "around the base as in transformer_tf/jobs/variations.py."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,56 @@
+"""What every end-to-end job shares: its stages on the console and their timing, and the
+rule for where a job exports (a new TF Serving version, never over an earlier one)."""
+from __future__ import annotations
+
+import pathlib
+import time
+
+from transformer_tf.export.versions import next_free_version
+from transformer_tf.training.live_objects import set_aside_live_objects
+
+
+class JobStages:
+    """The stages of a job (the main job, the parsing job): a heading on the console as
+    each begins, its wall time (seconds) when it is done.
+
+    When a stage is done, the objects still alive are set aside from later garbage
+    collections (`live_objects.set_aside_live_objects`: after training, rescanning them
+    made the later stages' tracing 2-3 times slower). The jobs run as commands, so the
+    process-wide freeze is theirs to make."""
+
+    def __init__(self):
+        self.started = self._clock = time.monotonic()
+        self.seconds: dict[str, float] = {}
+
+    @staticmethod
+    def begin(heading: str) -> None:
+        print(f"\n==> {heading}", flush=True)
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(now - self._clock, 1)
+        set_aside_live_objects()
+        self._clock = time.monotonic()
+
+    def total_seconds(self) -> float:
+        return round(time.monotonic() - self.started, 1)
+
+
+def export_version_dir(name_dir, version: int | None) -> pathlib.Path:
+    """NAME_DIR/VERSION of a job's export: `version` if given (FileExistsError at once if
+    that directory holds anything: a job never replaces an earlier export), else the next
+    free version (`export.versions.next_free_version`), so that TF Serving loads the new
+    model beside the versions it serves."""
+    name_dir = pathlib.Path(name_dir)
+    if version is None:
+        return name_dir / str(next_free_version(name_dir))
+    return check_export_free(name_dir / str(version))
+
+
+def check_export_free(path) -> pathlib.Path:
+    """`path` if nothing is there (or an empty directory); else FileExistsError."""
+    path = pathlib.Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise FileExistsError(f"{path}: an export is already there; give another version, "
+                              "or none for the next free one")
+    return path
