@@ -82,13 +82,31 @@ def tiny_multi30k(shared_data_dir, tmp_path_factory):
                           bpe.BpeOptions(vocab_size=TINY_MULTI30K_VOCAB), max_length=64)
 
 
+_frozen_depth = [0]
+
+
 @contextlib.contextmanager
 def _objects_so_far_not_collected():
-    gc.freeze()
+    """gc.freeze for the block; nested blocks leave the outer freeze alone (gc.unfreeze
+    would release everything)."""
+    _frozen_depth[0] += 1
+    if _frozen_depth[0] == 1:
+        gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        _frozen_depth[0] -= 1
+        if _frozen_depth[0] == 0:
+            gc.unfreeze()
+
+
+@pytest.fixture(autouse=True)
+def _earlier_objects_not_rescanned():
+    """Every test runs with the objects earlier tests left alive frozen (`gc_frozen`):
+    late in a worker's session, rescanning them made tests that build models up to a
+    hundred times slower (287 s instead of 1.6 s measured for one)."""
+    with _objects_so_far_not_collected():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -21,9 +21,8 @@ from transformer_tf.inference.loading import read_export_info
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # When to kill: after a time (start-up, loading), or once the new version's temporary
 # directory shows a stage of its writing (a path under it, polled every 10 ms).
-MOMENTS = [("0.5 s", 0.5, None), ("5 s", 5.0, None), ("writing begun", 0.0, "."),
-           ("saved_model.pb written", 0.0, "saved_model.pb"),
-           ("assets.extra begun", 0.0, "assets.extra")]
+# (The swap itself is killed at each of its steps in test_versions.py, without TensorFlow.)
+MOMENTS = [("0.5 s", 0.5, None), ("saved_model.pb written", 0.0, "saved_model.pb")]
 # The overwriting exports are ids-only (one signature to trace: quicker to reach writing).
 OVERWRITE = ("--overwrite", "--beam-size", "3", "--ids-only")
 
@@ -85,7 +84,7 @@ def test_sigkill_during_an_overwrite_loses_no_version(tiny_run, tmp_path):
                                   capture_output=True, timeout=600).returncode == 0
     print(json.dumps({"whole export (s)": round(whole, 1), "kills": seen}))
     assert all(s["exit"] == -signal.SIGKILL and s["reached"] for s in seen), seen
-    assert sum(any(".1.tmp." in n for n in s["left"]) for s in seen) >= 3  # while writing
+    assert sum(any(".1.tmp." in n for n in s["left"]) for s in seen) >= 1  # while writing
 
     # A killed export's leftovers, as the next export finds them: recovered first.
     os.rename(version, name / ".1.old.999999999")

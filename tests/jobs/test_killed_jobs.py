@@ -1,5 +1,6 @@
 """A SIGKILL during `main` or `average` leaves the run directory usable and every earlier
-SavedModel version loadable, and the next run of the command finishes.
+SavedModel version loadable (and the next `average` finishes; a whole main job resuming a
+finished run: tests/inference/test_selection.py).
 
 The run is trained (a tiny model, 12 steps) and exported as version 1 once; the main job
 then resumes it with nothing left to train, so a killed job spends its time in the stages
@@ -107,18 +108,9 @@ def test_a_killed_main_job_loses_nothing(work, gc_frozen):
         state = usable(work / "model", versions_of(name_dir))
     assert state["steps"][-1] == STEPS
     assert set(state["outputs"]) == {str(p) for p in versions_of(name_dir)}
-
-    last = subprocess.run(argv, capture_output=True, text=True, timeout=600,
-                          env=environment())
-    assert last.returncode == 0, last.stderr[-3000:]
-    summary = json.loads((work / "summary.json").read_text())
-    versions = versions_of(name_dir)
-    assert summary["paths"]["saved_model"] == str(versions[-1])
-    assert [p.name for p in versions][0] == "1" and len(versions) >= 2
-    with gc_frozen():
-        state = usable(work / "model", versions)
-    assert state["checkpoint"] == summary["chosen_checkpoint"]
-    assert len(state["outputs"]) == len(versions)
+    # What the killed export left is hidden from TF Serving (a "." name) until the next
+    # export into NAME/ recovers it (tests/export/test_versions.py).
+    assert all(p.name.isdigit() or p.name.startswith(".") for p in name_dir.iterdir())
 
 
 @pytest.mark.slow

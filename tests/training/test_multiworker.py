@@ -86,7 +86,8 @@ def existing_checkpoint(prepared, model_dir, options):
     """run_config.json and a checkpoint at step START, as a killed run would leave them."""
     import keras
 
-    from transformer_tf.rundir import checkpoints, fit, model_dir as model_dir_lib
+    from transformer_tf.rundir import checkpoints, model_dir as model_dir_lib
+    from transformer_tf.training import fit
 
     run = fit._run_config(options, prepared)
     model_dir_lib.write_run_config(model_dir, run)
