@@ -1,5 +1,5 @@
-"""Install transformer_tf: `pip install -e .` (add `[test]`, `[bench]`, `[viz]` or `[parsing]`
-for the extras).
+"""Install transformer_tf: `pip install -e .` (add `[test]`, `[bench]`, `[viz]`, `[parsing]` or
+`[docs]` for the extras).
 
 Installs the commands transformer-tf-prepare, -train, -average, -export, -export-ctranslate2, -translate,
 -evaluate, -main, -variations, -attention, -parse-job, -parse and -evalb (transformer_tf/cli;
@@ -41,6 +41,8 @@ COMMANDS = {
 TEST = ["pytest>=8", "pytest-timeout", "pytest-xdist>=3.5,<4", "numpy",
         "hypothesis==6.*"]  # tests/export/test_fuzz_variants.py
 BENCH = ["torch==2.13.0", "ctranslate2==4.8.*", "transformers==5.23.*"]
+# The user's guide as a site (mkdocs.yml); tests/docs builds it with --strict.
+DOCS = ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26,<2"]
 VIZ = ["matplotlib>=3.8,<4"]  # attention figures (scripts/attention.py, TensorBoard images)
 # An independent bracket scorer that tests/evaluation/test_evalb.py compares with.
 PARSING = ["PYEVALB==0.1.*"]
@@ -53,8 +55,8 @@ setup(
     packages=find_packages(include=["transformer_tf", "transformer_tf.*"]),
     install_requires=CORE,
     # The tests draw figures too.
-    extras_require={"test": TEST + VIZ, "bench": BENCH, "viz": VIZ,
-                    "parsing": PARSING},
+    extras_require={"test": TEST + VIZ + DOCS, "bench": BENCH, "viz": VIZ,
+                    "parsing": PARSING, "docs": DOCS},
     entry_points={"console_scripts": [
         f"{command} = transformer_tf.cli.{module}:main" for command, module in COMMANDS.items()]},
 )
