@@ -68,8 +68,8 @@ def main(argv=None):
     parser.add_argument("--export-name",
                         help="saved_models/NAME (default: the work directory's name)")
     parser.add_argument("--export-version", type=positive_int,
-                        help="version (default: the next free one, so that TF Serving loads "
-                             "it beside the earlier ones; an existing version is refused)")
+                        help="version (default: the next free one: TF Serving moves to it and "
+                             "the earlier ones stay; an existing version is refused)")
     parser.add_argument("--saved-models-dir", default="saved_models",
                         help="root of exported models (default saved_models)")
     parser.add_argument("--validation-sentences", type=non_negative_int, default=200,

@@ -39,8 +39,8 @@ class JobStages:
 def export_version_dir(name_dir, version: int | None) -> pathlib.Path:
     """NAME_DIR/VERSION of a job's export: `version` if given (FileExistsError at once if
     that directory holds anything: a job never replaces an earlier export), else the next
-    free version (`export.versions.next_free_version`), so that TF Serving loads the new
-    model beside the versions it serves."""
+    free version (`export.versions.next_free_version`): TF Serving moves to the new model,
+    and the earlier versions stay on disk to go back to."""
     name_dir = pathlib.Path(name_dir)
     if version is None:
         return name_dir / str(next_free_version(name_dir))
