@@ -25,10 +25,11 @@ main: install
 	$(PY) scripts/main_job.py $(MAIN_ARGS)
 
 # pytest exits with 5 when it collects no test: that is a failure here, not a pass.
-# Two worker processes (pytest-xdist): tracing and Python-bound work overlap on 2 cores
-# (measured here: 12 min instead of 15.7 for the whole suite).
+# Two worker processes (pytest-xdist): tracing and Python-bound work overlap on 2 cores.
+# --dist loadscope keeps each test module on one worker, so a module's fixtures (a trained
+# run, a set of exports) are built once, not once per worker.
 test: install
-	$(PY) -m pytest -q --timeout=900 -n 2
+	$(PY) -m pytest -q --timeout=900 -n 2 --dist loadscope
 
 # torch first, pinned: a bare resolve could pull a CUDA build of several GB.
 bench: install
