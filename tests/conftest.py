@@ -149,3 +149,36 @@ def write_checkpointed_run():
         return directory
 
     return write
+
+
+_LOCK_HOLDER = """
+import sys, time
+from transformer_tf.rundir.lock import RunLock
+lock = RunLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+@contextlib.contextmanager
+def _lock_held_by_another_process(model_dir):
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", _LOCK_HOLDER, str(model_dir)],
+                               stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        assert process.stdout.readline().strip() == "held"
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def lock_held_elsewhere():
+    """A context manager (model_dir) -> the process that holds MDIR's run lock for the
+    block (a real second process: the OS lock is per process); killed at the end."""
+    return _lock_held_by_another_process

@@ -29,17 +29,8 @@ COMMAND_MODULES = {  # installed command -> transformer_tf.cli module (setup.py)
     "transformer-tf-attention": "attention", "transformer-tf-parse-job": "parse_job",
     "transformer-tf-parse": "parse", "transformer-tf-evalb": "evalb",
 }
-HOLDER = """
-import sys, time
-from transformer_tf.rundir.lock import RunLock
-lock = RunLock(sys.argv[1]).acquire()
-print("held", flush=True)
-time.sleep(600)
-"""
-
-
 @pytest.fixture(scope="module")
-def places(tiny_multi30k, tmp_path_factory, write_checkpointed_run):
+def places(tiny_multi30k, tmp_path_factory, write_checkpointed_run, lock_held_elsewhere):
     """Paths the table refers to: a real data directory, a run whose every checkpoint is
     damaged, a run held by another process, a hypothesis file, missing paths."""
     from transformer_tf.config import get_preset
@@ -51,21 +42,16 @@ def places(tiny_multi30k, tmp_path_factory, write_checkpointed_run):
         data.write_bytes(b"")
     held_work = root / "held_work"
     write_checkpointed_run(held_work / "model", model, [1], 1)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(held_work / "model")],
-                              stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert holder.stdout.readline().strip() == "held"
     hyp = root / "hyp.txt"
     hyp.write_text("a\nb\n")
     existing_export = root / "saved" / "held_work" / "1"
     existing_export.mkdir(parents=True)
     (existing_export / "saved_model.pb").write_bytes(b"")
-    yield {"DATA": str(tiny_multi30k.directory), "DAMAGED": str(damaged),
-           "HELD_WORK": str(held_work), "HELD": str(held_work / "model"), "HYP": str(hyp),
-           "MISSING": str(root / "missing"), "SAVED": str(root / "saved"),
-           "FILE": str(hyp)}
-    holder.kill()
-    holder.wait()
+    with lock_held_elsewhere(held_work / "model"):
+        yield {"DATA": str(tiny_multi30k.directory), "DAMAGED": str(damaged),
+               "HELD_WORK": str(held_work), "HELD": str(held_work / "model"), "HYP": str(hyp),
+               "MISSING": str(root / "missing"), "SAVED": str(root / "saved"),
+               "FILE": str(hyp)}
 
 
 # (command, arguments, what the error line must name); {NAME} from `places`.

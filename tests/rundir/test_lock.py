@@ -22,27 +22,12 @@ from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir.lock import HOLDER_FILE, RunLock, RunLockedError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-HOLDER = """
-import sys, time
-from transformer_tf.rundir.lock import RunLock
-lock = RunLock(sys.argv[1]).acquire()
-print("held", flush=True)
-time.sleep(600)
-"""
-
-
 @pytest.fixture
-def holder(tmp_path):
+def holder(tmp_path, lock_held_elsewhere):
     """A process holding the lock of tmp_path/model (killed at the end)."""
     model_dir = tmp_path / "model"
-    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(model_dir)],
-                               stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert process.stdout.readline().strip() == "held"
-    yield model_dir, process
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    with lock_held_elsewhere(model_dir) as process:
+        yield model_dir, process
 
 
 def test_second_taker_is_refused_naming_the_holder(holder):

@@ -11,11 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -157,24 +154,11 @@ def test_a_moved_data_directory_with_the_same_tokenizer_resumes(run, tiny_multi3
     assert model_dir_lib.read_run_config(run).data_dir == str(moved.resolve())
 
 
-HOLDER = """
-import sys, time
-from transformer_tf.rundir.lock import RunLock
-lock = RunLock(sys.argv[1]).acquire()
-print("held", flush=True)
-time.sleep(600)
-"""
-
-
 @pytest.fixture
-def held(run):
+def held(run, lock_held_elsewhere):
     """`run`, its lock held by another process for the test's duration."""
-    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(run)], stdout=subprocess.PIPE,
-                               text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert process.stdout.readline().strip() == "held"
-    yield run
-    process.kill()
-    process.wait()
+    with lock_held_elsewhere(run):
+        yield run
 
 
 def test_every_writer_waits_for_the_lock_before_deciding_anything(held, other_pair,
