@@ -1,12 +1,13 @@
 """Fixtures for the serving-robustness tests: a tiny tokenizer, a tiny Transformer that
 prefers line-break pieces, and its two exports (text and ids-only)."""
 import gzip
+import itertools
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.config import DecodingConfig, get_preset
+from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig, get_preset
 from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, python_processor, train_bpe
 from transformer_tf.export.saved_model import export_saved_model
 from transformer_tf.inference.translator import Translator
@@ -162,3 +163,36 @@ def variant_exports(line_break_model, serving_bpe, small_wordpiece_tokenizer, se
         root / "wordpiece" / "1", warmup=False)
     paths["parser"] = export_parser(tiny_parser(), root / "parser" / "1", warmup=False)
     return paths
+
+
+def _clean_length(row, max_tokens):
+    """Source pieces the model sees: up to the first EOS, PAD dropped, at most max_tokens."""
+    kept = [i for i in itertools.takewhile(lambda i: i != EOS_ID, row) if i != PAD_ID]
+    return min(len(kept), max_tokens)
+
+
+def _check_ids_output(out, rows, vocab, max_tokens, extra, max_target, forbidden):
+    """The serving rules for an ids signature's output `out` ({name: numpy}) of source
+    `rows`: one output per row; a row with no piece gives no ids and score 0; otherwise
+    1..limit ids inside the vocabulary, none of `forbidden`, ending in EOS unless cut at
+    the limit, a finite score <= 0."""
+    ids, length, score = out["ids"], out["length"], out["score"]
+    assert ids.shape[0] == length.shape[0] == score.shape[0] == len(rows)
+    assert ids.shape[1] <= max_target and np.isfinite(score).all()
+    for row, source in enumerate(rows):
+        n = _clean_length(source, max_tokens)
+        if n == 0:
+            assert length[row] == 0 and score[row] == 0.0 and not ids[row].any(), source
+            continue
+        limit = min(n + 1 + extra, max_target)
+        assert 1 <= length[row] <= limit and score[row] <= 0.0, source
+        emitted = ids[row, :length[row]]
+        assert ((emitted >= 0) & (emitted < vocab)).all() and not ids[row, length[row]:].any()
+        assert not np.isin(emitted, forbidden).any(), emitted
+        assert emitted[-1] == EOS_ID or length[row] == limit, emitted
+
+
+@pytest.fixture(scope="session")
+def check_ids_output():
+    """`_check_ids_output`, for the fuzz tests of the ids signatures."""
+    return _check_ids_output

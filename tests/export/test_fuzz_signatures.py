@@ -77,12 +77,6 @@ def pad(rows):
     return np.array([r + [PAD_ID] * (width - len(r)) for r in rows], np.int32)
 
 
-def clean_length(row, max_tokens):
-    """Source pieces the model sees: up to the first EOS, PAD dropped, at most max_tokens."""
-    kept = [i for i in itertools.takewhile(lambda i: i != EOS_ID, row) if i != PAD_ID]
-    return min(len(kept), max_tokens)
-
-
 @pytest.fixture(scope="module")
 def signatures(serving_exports):
     text = tf.saved_model.load(str(serving_exports["text"]))
@@ -153,7 +147,7 @@ def test_fuzz_text_signatures(signatures, serving_translator, sentences):
     assert count >= NUM_TEXT
 
 
-def test_fuzz_ids_signatures(signatures, serving_translator, serving_bpe):
+def test_fuzz_ids_signatures(signatures, serving_translator, serving_bpe, check_ids_output):
     rng = np.random.RandomState(23)
     translator = serving_translator
     vocab, max_tokens = translator.model.source_vocab_size, translator.max_source_tokens
@@ -170,21 +164,9 @@ def test_fuzz_ids_signatures(signatures, serving_translator, serving_bpe):
         same = signatures["translate_ids"](source_ids=batch)  # the text export's copy
         for key in ("ids", "length", "score"):
             np.testing.assert_array_equal(same[key].numpy(), out[key])
-        ids, length, score = out["ids"], out["length"], out["score"]
-        assert ids.shape[0] == length.shape[0] == score.shape[0] == len(rows)
-        assert ids.shape[1] <= max_target and np.isfinite(score).all()
-        for row, source in enumerate(rows):
-            n = clean_length(source, max_tokens)
-            if n == 0:
-                assert length[row] == 0 and score[row] == 0.0 and not ids[row].any(), source
-                continue
-            limit = min(n + 1 + extra, max_target)
-            assert 1 <= length[row] <= limit, source
-            emitted = ids[row, :length[row]]
-            assert ((emitted >= 0) & (emitted < vocab)).all() and not ids[row, length[row]:].any()
-            assert not np.isin(emitted, [PAD_ID, BOS_ID] + forbidden).any(), emitted
-            assert emitted[-1] == EOS_ID or length[row] == limit, emitted
-            assert score[row] <= 0.0
+        check_ids_output(out, rows, vocab, max_tokens, extra, max_target,
+                         [PAD_ID, BOS_ID] + forbidden)
+        ids, length = out["ids"], out["length"]
         for row, probe in at.items():
             n = base_length[probe]
             assert length[row] == n

@@ -151,13 +151,7 @@ def pad(rows):
     return out
 
 
-def clean_length(row, max_tokens):
-    """Source pieces the model sees: up to the first EOS, PAD dropped, at most max_tokens."""
-    kept = [i for i in itertools.takewhile(lambda i: i != EOS_ID, row) if i != PAD_ID]
-    return min(len(kept), max_tokens)
-
-
-def test_fuzz_ids_only(loaded, serving_translator, serving_bpe):
+def test_fuzz_ids_only(loaded, serving_translator, serving_bpe, check_ids_output):
     translator = serving_translator
     vocab, max_tokens = translator.model.source_vocab_size, translator.max_source_tokens
     extra, max_target = translator.decoding.max_extra_length, translator.model.max_target_length
@@ -174,20 +168,8 @@ def test_fuzz_ids_only(loaded, serving_translator, serving_bpe):
         rows, at = batch
         rows = [[max(min(i, 2 ** 31 - 1), -2 ** 31) for i in row] for row in rows]
         out = {k: v.numpy() for k, v in serving(source_ids=tf.constant(pad(rows))).items()}
-        ids, length, score = out["ids"], out["length"], out["score"]
-        assert ids.shape[0] == length.shape[0] == score.shape[0] == len(rows)
-        assert ids.shape[1] <= max_target and np.isfinite(score).all()
-        for row, source in enumerate(rows):
-            n = clean_length(source, max_tokens)
-            if n == 0:
-                assert length[row] == 0 and score[row] == 0.0 and not ids[row].any(), source
-                continue
-            limit = min(n + 1 + extra, max_target)
-            assert 1 <= length[row] <= limit and score[row] <= 0.0, source
-            emitted = ids[row, :length[row]]
-            assert ((emitted >= 0) & (emitted < vocab)).all() and not ids[row, length[row]:].any()
-            assert not np.isin(emitted, forbidden).any(), emitted
-            assert emitted[-1] == EOS_ID or length[row] == limit, emitted
+        check_ids_output(out, rows, vocab, max_tokens, extra, max_target, forbidden)
+        ids, length = out["ids"], out["length"]
         for row, probe in at.items():
             n = alone["length"].numpy()[probe]
             assert length[row] == n
