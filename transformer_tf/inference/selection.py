@@ -150,7 +150,6 @@ class Selection:
     averaged_sources: list  # checkpoint prefixes averaged (empty: not averaged)
     note: str  # what was averaged, or why not
     reason: str  # why `chosen` was kept (`Choice.reason`, or: the only candidate)
-    newest_step: int  # the step of the run's newest training checkpoint
 
 
 def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
@@ -166,7 +165,8 @@ def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
                                         bleu_limit)
         model_dir_lib.write_chosen(model_dir, model_dir_lib.ChosenCheckpoint(
             checkpoint=selection.chosen.checkpoint, name=selection.chosen.name,
-            reason=selection.reason, newest_step=selection.newest_step))
+            reason=selection.reason,
+            newest_step=checkpoints.checkpoint_step(selection.scores[0].checkpoint)))
     return selection
 
 
@@ -175,7 +175,6 @@ def _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
     available = checkpoints.readable_checkpoints(checkpoints.list_checkpoints(model_dir))
     if not available:
         raise ValueError(f"{model_dir} has no checkpoints")
-    newest_step = checkpoints.checkpoint_step(available[-1])
     tail = averaging.tail_checkpoints(available, last)
     scorer = DevScorer(model_dir, prepared, available[-1], beam_size=beam_size, alpha=alpha,
                        bleu_limit=bleu_limit)
@@ -184,7 +183,7 @@ def _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
         note = (f"not averaged: {len(tail)} checkpoint(s) in the final "
                 f"{averaging.TAIL_FRACTION:.0%} of training")
         return Selection(chosen=latest, scores=[latest], averaged_sources=[], note=note,
-                         reason="latest: the only candidate", newest_step=newest_step)
+                         reason="latest: the only candidate")
     averaged = averaging.average_run(model_dir, last, out=out, allow_fewer=True,
                                        tail_only=True)
     sources = list(averaged.sources)
@@ -192,4 +191,4 @@ def _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
     choice = compare_on_dev(latest, average, scorer.references)
     return Selection(chosen=choice.chosen, scores=[latest, average], averaged_sources=sources,
                      note=f"averaged {', '.join(pathlib.Path(p).name for p in sources)}",
-                     reason=choice.reason, newest_step=newest_step)
+                     reason=choice.reason)
