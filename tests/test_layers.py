@@ -96,3 +96,14 @@ def test_every_package_has_a_rank():
              if (p.is_dir() and (p / "__init__.py").exists()) or
              (p.suffix == ".py" and p.stem != "__init__")}
     assert names == set(RANKS)
+
+
+def test_the_search_knows_no_task():
+    """decoding/ is driven by a step function and takes a task's constraint as an argument:
+    it imports nothing from the corpora and tasks of data/ (the tree grammar of parsing
+    lives in data/tree_grammar.py and is passed in by the translator)."""
+    imports = {module: [name for name in imported_modules(path.read_text(), module, is_package)
+                        if layer_of(name) == "data"]
+               for module, path, is_package in package_modules()
+               if layer_of(module) == "decoding"}
+    assert not {module: names for module, names in imports.items() if names}

@@ -11,7 +11,7 @@ import numpy as np
 
 from transformer_tf.config import TrainingConfig
 from transformer_tf.decoding.constraints import CopyBracketGrammar
-from transformer_tf.decoding.grammar import tree_grammar
+from transformer_tf.data.tree_grammar import tree_grammar
 
 
 def pooled_ids(training: TrainingConfig, model_proto: bytes, vocab_size: int,

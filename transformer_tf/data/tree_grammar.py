@@ -1,4 +1,6 @@
-"""The output grammar a `DecodingConfig.grammar` names, built for one subword vocabulary.
+"""The parsing task's output grammar, built for one subword vocabulary from the generic
+bracket automata of `decoding.constraints` (the search knows no task: the translator
+passes it the constraint `output_constraint` builds for `DecodingConfig.grammar`).
 
 "tree" (the parsing task): a grammar over the vocabulary's tree tokens (`data.linearise`):
 every labelled opening bracket `(L` whose closing `)L` is in the vocabulary too, and the
