@@ -2,7 +2,8 @@
 multiple of 512, and every inference path computes what the plain kernels compute.
 
 The model tests lower the padded multiple to 8, so that a small model's every width
-(d_model 24, d_ff 40, vocabulary 40, 4 heads of 6) gets padded."""
+(d_model 24, d_ff 40, vocabulary 40, 4 heads of 6) gets padded; every test but the last
+runs the layout as on an Eigen CPU, whatever this machine's matrix library."""
 import keras
 import numpy as np
 import pytest
@@ -17,6 +18,11 @@ from transformer_tf.models.transformer import Transformer
 
 SMALL = ModelConfig(vocab_size=40, num_layers=2, d_model=24, d_ff=40, num_heads=4, key_dim=6,
                     value_dim=6, max_position=64, dropout=0.0)
+
+
+@pytest.fixture(autouse=True)
+def layout_as_on_an_eigen_cpu(monkeypatch):
+    monkeypatch.setattr(kernel_layout, "layout_applies", lambda: True)
 
 
 @pytest.fixture
@@ -185,3 +191,20 @@ def test_projections_the_layout_leaves_alone_are_not_copied(monkeypatch):
     np.testing.assert_allclose(tf.stack(steps, axis=1).numpy(),
                                model((source, target), training=True).numpy(),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("library, gpus, applies", [("eigen", [], True),
+                                                    ("onednn", [], False),
+                                                    ("eigen", ["GPU:0"], False)])
+def test_the_layout_applies_only_where_eigen_multiplies(monkeypatch, library, gpus, applies):
+    monkeypatch.undo()  # the real decision, with its inputs faked
+    monkeypatch.setattr(kernel_layout, "matmul_library", lambda: library)
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: gpus)
+    kernel_layout.layout_applies.cache_clear()
+    try:
+        assert kernel_layout.layout_applies() is applies
+        assert kernel_layout.laid_out_width(1024) == (1040 if applies else 1024)
+        kernel = kernel_layout.pad_output_columns(tf.zeros([4, 512]))[0]
+        assert kernel.shape == (4, 528 if applies else 512)
+    finally:
+        kernel_layout.layout_applies.cache_clear()

@@ -106,3 +106,19 @@ def test_another_cpus_choices_through_the_variable(tmp_path, monkeypatch, cpuinf
     monkeypatch.setenv(cpu.CPUINFO_VARIABLE, str(write(tmp_path, cpuinfo)))
     assert resolve_precision("auto")[0] == expected
     assert resolve_precision("float32")[0] == "float32"  # an explicit choice stands
+
+
+@pytest.mark.parametrize("variable, cpuinfo, machine, library", [
+    (None, AVX2_EPYC, "x86_64", "eigen"),         # TensorFlow's default without VNNI
+    (None, AVX512_XEON, "x86_64", "onednn"),      # AVX512-VNNI: on by default
+    (None, AVX512_BF16_EPYC, "x86_64", "onednn"),
+    ("1", AVX2_EPYC, "x86_64", "onednn"),         # the variable decides when set
+    ("true", AVX2_EPYC, "x86_64", "onednn"),
+    ("0", AVX512_XEON, "x86_64", "eigen"),
+    (None, AVX2_EPYC, "aarch64", "onednn")])
+def test_matmul_library_follows_tensorflows_rule(tmp_path, variable, cpuinfo, machine,
+                                                 library):
+    path = tmp_path / "cpuinfo"
+    path.write_text(cpuinfo)
+    environ = {} if variable is None else {cpu.ONEDNN_VARIABLE: variable}
+    assert cpu.matmul_library(environ, path, machine) == library

@@ -7,8 +7,6 @@ from transformer_tf.config import TrainingConfig
 from transformer_tf.rundir import checkpoints
 from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, checkpoint_period
-from transformer_tf.runtime.cpu import cpu_flags
-from transformer_tf.training.precision import resolve_precision
 
 
 def paths(*steps):
@@ -50,17 +48,3 @@ def test_time_budgeted_runs_save_often_enough_for_the_tail():
     assert checkpoint_period(training, steps) == 5.0
     long_budget = TrainOptions(data_dir="d", model_dir="m", max_minutes=1000)
     assert checkpoint_period(training, long_budget) == 5.0
-
-
-def test_auto_precision_follows_the_cpu(tmp_path):
-    with_bf16 = tmp_path / "bf16"
-    with_bf16.write_text("processor : 0\nflags : fpu avx2 avx512f avx512_bf16 fma\n")
-    without = tmp_path / "plain"
-    without.write_text("processor : 0\nflags : fpu avx2 fma\n")
-    assert cpu_flags(with_bf16.read_text()) >= {"avx512_bf16", "avx2"}
-    assert resolve_precision("auto", with_bf16)[0] == "mixed_bfloat16"
-    assert resolve_precision("auto", without)[0] == "float32"
-    assert resolve_precision("auto", tmp_path / "missing")[0] == "float32"
-    assert resolve_precision("mixed_float16", without) == ("mixed_float16", "as requested")
-    with pytest.raises(ValueError, match="precision"):
-        resolve_precision("float8")

@@ -13,12 +13,20 @@ which the next product of a pair consumes through as many zero rows of its own k
 (`pad_input_rows`; the feed-forward network's two products). The extra columns hold
 exact zeros, so only the order in which a kernel's sums are rounded can differ.
 
+Only Eigen's products were measured so: the layout applies where Eigen runs them (an
+x86-64 CPU, no GPU visible, oneDNN off: `runtime.cpu.matmul_library`) and leaves the
+kernels of GPUs and oneDNN CPUs as they are (`layout_applies`).
+
 Training keeps the plain kernels: the copy would be one more op per step on every
 device, and the re-laid kernels are only ever read, never trained.
 """
 from __future__ import annotations
 
+import functools
+
 import tensorflow as tf
+
+from transformer_tf.runtime.cpu import matmul_library
 
 # Widths that are multiples of this many elements are padded.
 SLOW_WIDTH_MULTIPLE = 512
@@ -26,9 +34,19 @@ SLOW_WIDTH_MULTIPLE = 512
 PADDING = 16
 
 
+@functools.cache
+def layout_applies() -> bool:
+    """True where Eigen runs this process's matrix products on the CPU: no GPU is
+    visible and `matmul_library()` is "eigen" (decided once per process)."""
+    return not tf.config.list_physical_devices("GPU") and matmul_library() == "eigen"
+
+
 def laid_out_width(width: int) -> int:
-    """The number of columns a kernel `width` columns wide gets (`width` or width + PADDING)."""
-    return width + PADDING if width % SLOW_WIDTH_MULTIPLE == 0 else width
+    """The number of columns a kernel `width` columns wide gets: width + PADDING for a
+    multiple of SLOW_WIDTH_MULTIPLE where `layout_applies`, else `width`."""
+    if width % SLOW_WIDTH_MULTIPLE == 0 and layout_applies():
+        return width + PADDING
+    return width
 
 
 def pad_output_columns(kernel, bias=None):

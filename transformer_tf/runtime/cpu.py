@@ -16,9 +16,13 @@ import os
 import pathlib
 import platform
 import sys
-from typing import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# The instructions on which TensorFlow turns oneDNN on by itself on Linux x86-64
+# (`IsMKLEnabled` in tensorflow/core/util/util.cc).
+ONEDNN_BY_DEFAULT_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8",
+                           "amx_bf16")
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 CPUINFO_VARIABLE = "TRANSFORMER_TF_CPUINFO"
 X86_64_MACHINES = ("x86_64", "amd64")
@@ -56,6 +60,24 @@ def onednn_pays_for_training(flags: set[str], machine: str) -> bool:
     oneDNN off and it trains faster (measured, module docstring)."""
     return (machine.lower() in X86_64_MACHINES and {"avx2", "fma"} <= flags
             and "avx512f" not in flags)
+
+
+def matmul_library(environ: Mapping[str, str] = os.environ, cpuinfo_path=None,
+                   machine: str | None = None) -> str:
+    """"onednn" or "eigen": which library runs TensorFlow's CPU matrix products in this
+    process, as TensorFlow decides it: TF_ENABLE_ONEDNN_OPTS when set ("1"/"true" on,
+    "0"/"false" off), else on by default on x86-64 CPUs with `ONEDNN_BY_DEFAULT_FLAGS` and
+    on other machines (aarch64 builds), Eigen elsewhere."""
+    value = environ.get(ONEDNN_VARIABLE, "").strip().lower()
+    if value in ("1", "true"):
+        return "onednn"
+    if value in ("0", "false"):
+        return "eigen"
+    machine = machine if machine is not None else platform.machine()
+    if machine.lower() not in X86_64_MACHINES:
+        return "onednn"
+    flags = read_cpu_flags(cpuinfo_path)
+    return "onednn" if flags & set(ONEDNN_BY_DEFAULT_FLAGS) else "eigen"
 
 
 def prefer_onednn_for_training(environ: MutableMapping[str, str] = os.environ,
