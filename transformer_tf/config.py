@@ -424,16 +424,15 @@ class DecodingConfig(_Serialisable):
       chunk_size: N > 0 sorts a batch by source length and searches it N rows at a time
         (`decoding.model_search.search_model_by_length`): the same outputs. Since the
         graph-mode search drops done sentences from its batch, a bigger chunk is faster:
-        64 (one sorted chunk for batches up to 64) matched the whole batch at batches of
-        8 and 64 and beat chunks of 16 by 5-16% (bench/README.md); a cap keeps the memory
-        of very large requests bounded. 0 searches a batch as it comes.
+        64 (one sorted chunk for batches up to 64) is as fast as the whole batch at
+        batches of 8 and 64 and faster than chunks of 16; a cap keeps the memory of very
+        large requests bounded. 0 searches a batch as it comes.
       lanes: N > 1 deals a request's rows, sorted by source length, into N searches
         that run at the same time when TensorFlow's inter-op pool has N threads
-        (`decoding.model_search.search_in_lanes`): the same outputs. For CPU serving,
-        one lane per core with intra-op 1 and inter-op N threads; on a 2-core CPU, 2
-        lanes served batches of 64 real sentences 1.33x (beam 4) and 1.22x (greedy) as
-        fast as 1 lane with intra-op 2 (bench/README.md, "Lanes"). 1 (one search) for
-        GPUs.
+        (`decoding.model_search.search_in_lanes`): the same outputs. For CPU serving of
+        large batches, one lane per core with intra-op 1 and inter-op N threads: the
+        lanes keep every core busy while one search's batch thins out (measure it with
+        `bench/run_all.py --only serving`, docs/performance.md). 1 (one search) for GPUs.
       xla: compile each chunk's search with XLA, for a fixed set of shapes (chunk sizes,
         source lengths in steps of 8); needs chunk_size > 0.
       grammar: what every output must be. "none": any sequence; "tree": a linearised
@@ -505,7 +504,7 @@ def _presets() -> dict[str, Preset]:
                                     checkpoint_every_minutes=1.0, keep_checkpoints=5,
                                     average_last=2),
         ),
-        # Multi30k on a 2-core CPU: ~30k sentences, 8k shared BPE vocabulary.
+        # Multi30k on a small CPU: ~30k sentences, 8k shared BPE vocabulary.
         "multi30k": Preset(
             model=ModelConfig(vocab_size=8000, num_layers=3, d_model=256, d_ff=1024,
                               num_heads=4, dropout=0.2, max_position=256),
@@ -574,7 +573,7 @@ def _convs2s_presets() -> dict[str, Preset]:
                                     average_last=2),
             decoding=beam_5,
         ),
-        # Multi30k on a 2-core CPU: fairseq's IWSLT shape (fconv_iwslt_de_en).
+        # Multi30k on a small CPU: fairseq's IWSLT shape (fconv_iwslt_de_en).
         "convs2s_multi30k": Preset(
             family="convs2s",
             model=ConvS2SConfig(vocab_size=8000, embedding_dim=256,

@@ -55,3 +55,18 @@ def test_the_rules_catch(line):
 ])
 def test_the_rules_spare(line):
     assert not offences(line)
+
+
+# One machine's figures in the package's docstrings and comments (the API reference renders
+# them): speeds, peaks and core counts belong to bench/ and docs/performance.md, where the
+# machine is named beside them.
+MACHINE_FIGURE = re.compile(r"GFLOP/s|sentences/s|\b\d+[- ]core\b|\b\d+(?:\.\d+)? ?ms\b")
+
+
+def test_the_package_quotes_no_machine_figures():
+    package = ROOT / "transformer_tf"
+    bad = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+           for path in sorted(package.rglob("*.py"))
+           for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+           if MACHINE_FIGURE.search(line) and "MACHINE_FIGURE" not in line]
+    assert not bad, "\n".join(bad)

@@ -161,9 +161,9 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
 
 XLA_LENGTH_BUCKET = 8  # source positions: compiled searches are for multiples of this
 # Rows encoded together within a length-sorted chunk: each group is padded only to its own
-# longest source. On a chunk of 64 Multi30k test sentences the encoder took 320 ms whole,
-# 230 ms in groups of 32, 210 ms in groups of 16 (bench/README.md); every group is one
-# more encoder in the traced graph (export time), so 32.
+# longest source. On a chunk of 64 Multi30k test sentences groups of 32 save most of what
+# groups of 16 save over the whole chunk, and every group is one more encoder in the traced
+# graph (export time), so 32.
 ENCODE_ROWS = 32
 
 
@@ -281,7 +281,7 @@ def xla_chunk_search(model, decoding: DecodingConfig, n_best: int = 1,
     `search_model_by_length(..., jit_compile=this)`. XLA compiles a function once per input
     shape: callers that share one (the lanes of a request, `search_in_lanes`) compile each
     shape once between them, where a function each would compile every shape again (a
-    2-lane export took 1.9x as long to compile its first warm-up shapes)."""
+    2-lane export would take about twice as long to compile its warm-up shapes)."""
     forbidden_ids = sorted({PAD_ID, BOS_ID, *forbidden_ids})
 
     @tf.function(jit_compile=True)

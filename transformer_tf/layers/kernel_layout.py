@@ -1,12 +1,11 @@
 """Weights laid out once for fast inference matrix products on CPU.
 
 TensorFlow's CPU matrix product (Eigen) runs at about half speed when the rows of its
-right-hand matrix are a multiple of 512 elements long: one thread multiplies
-[128, 256] x [256, 1024] at 44 GFLOP/s and [128, 256] x [256, 1040] at 84 on the
-benchmark machine (bench/README.md, "Kernel rows a multiple of 512 long"); 768 or 1280
-wide kernels are fast. It is the single-threaded product's case (a search per core, as
-with lanes, or one core); a product split over two threads there lost little (95 against
-99). A kernel of such a width is therefore copied once, before a
+right-hand matrix are a multiple of 512 elements long ([128, 256] x [256, 1024] against
+[128, 256] x [256, 1040], one thread; 768 or 1280 wide kernels are fast). It is the
+single-threaded product's case (a search per core, as with lanes, or one core); a
+product split over two threads loses little. A kernel of such a width is therefore
+copied once, before a
 search or an inference pass, into one with `PADDING` more zero columns (its bias with
 as many zeros); the product then has as many more columns, which `dense` drops, or
 which the next product of a pair consumes through as many zero rows of its own kernel

@@ -65,8 +65,8 @@ class SharedEmbedding(keras.layers.Layer):
         columns after the vocab_size real ones when `layers.kernel_layout` pads that
         width) when `transposed`, else W [vocab_size, d_model].
 
-        Multiplying a few rows (one decoding step) by the materialised W^T is ~2.5x faster
-        than by W with `transpose_b` on oneDNN (bench/README.md); with many rows (training)
+        Multiplying a few rows (one decoding step) by the materialised W^T is several times
+        faster than by W with `transpose_b` on oneDNN; with many rows (training)
         both are the same, so training does not pay for the copy.
         """
         weights = tf.cast(self.embeddings, self.compute_dtype)

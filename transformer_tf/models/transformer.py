@@ -141,8 +141,8 @@ class Transformer(Seq2SeqModel):
     # ------------------------------------------------------------------ inference weights
     # In `layers.kernel_layout`'s layout: "encoder" and "decoder", per layer its
     # `inference_kernels()`; "output_kernel", W^T [d_model, vocab']. Kept (the contract's
-    # `keep_inference_weights`), they save about 6 ms per call at the `multi30k` shape and
-    # 100 ms at `base` on one core here, mostly W^T's transposition.
+    # `keep_inference_weights`), they save their re-laying on every call, mostly W^T's
+    # transposition (a sizeable share of a short request at the `base` shape).
     INFERENCE_WEIGHT_PARTS = ("encoder", "decoder", "output_kernel")
 
     def prepare_inference_weights(self, part: str):

@@ -3,9 +3,10 @@ that follow from it: bfloat16 arithmetic, and oneDNN's kernels for training.
 
 oneDNN: on Linux, TensorFlow turns its oneDNN kernels on by itself only on CPUs with
 neural-network instructions (AVX512-VNNI, AVX512-BF16, AVX-VNNI or AMX; its
-`DefaultOneDnnPolicy`); elsewhere its matrix products run in Eigen. On a 2-core AVX2 EPYC
-(bench/README.md) oneDNN's float32 product was 1.37x Eigen's and the base-shape training
-step 1.36x, so the training commands turn it on on x86 CPUs with AVX2 and no AVX-512
+`DefaultOneDnnPolicy`); elsewhere its matrix products run in Eigen. On AVX2 CPUs
+oneDNN's float32 product and the base-shape training step are faster than Eigen's (by a
+third on an AVX2 EPYC: `bench/run_all.py --only matmul,train` with TF_ENABLE_ONEDNN_OPTS
+at 0 and 1), so the training commands turn it on on x86 CPUs with AVX2 and no AVX-512
 (`prefer_onednn_for_training`) unless the user set TF_ENABLE_ONEDNN_OPTS. On CPUs with
 AVX-512 TensorFlow's own choice stands, Eigen on those without VNNI (not measured here).
 """

@@ -11,8 +11,7 @@ def set_aside_live_objects() -> None:
     Call it between the stages of a process that trains and then traces more (a job's
     stages, a study's rows). After training, such a process holds hundreds of thousands of
     long-lived objects (TensorFlow keeps traced graphs alive), and each full collection
-    rescanned them all: tracing the main job's dev-set search took 2-3 times longer (its
-    average-and-select stage on the test suite's tiny run: 38-53 s without, 15-21 s with
-    this). Collecting first keeps no garbage alive for good."""
+    rescanned them all: tracing the main job's dev-set search took 2-3 times longer
+    without this. Collecting first keeps no garbage alive for good."""
     gc.collect()
     gc.freeze()
