@@ -6,7 +6,7 @@ same weights, same run; beam 5, exactly 24 output tokens, random weights.
 """
 import common  # noqa: F401  (puts the repository on sys.path)
 import time, numpy as np, tensorflow as tf
-from transformer_tf.config import get_preset
+from transformer_tf.presets import get_preset
 from transformer_tf.models.convs2s import ConvS2S
 from transformer_tf.decoding.model_search import search_with_lengths
 

@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     parser.add_argument("--length", type=int, default=16, help="tokens per side (default 16)")
     args = parser.parse_args(argv)
     common.set_thread_env()
-    from transformer_tf.config import get_preset
+    from transformer_tf.presets import get_preset
     from transformer_tf.models.registry import build_model
 
     results = {}

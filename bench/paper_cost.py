@@ -40,7 +40,7 @@ def main(argv=None) -> int:
                         help="tokens per sentence per side (WMT14 En-De BPE: about 27)")
     args = parser.parse_args(argv)
     common.set_thread_env()
-    from transformer_tf.config import get_preset
+    from transformer_tf.presets import get_preset
     from transformer_tf.models.registry import build_model
 
     rows = []

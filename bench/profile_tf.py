@@ -142,7 +142,8 @@ def main(argv=None):
     import keras
 
     from train_tf import model_config_for
-    from transformer_tf.config import BOS_ID, EOS_ID, get_preset
+    from transformer_tf.config import BOS_ID, EOS_ID
+    from transformer_tf.presets import get_preset
 
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)

@@ -33,7 +33,7 @@ COMMAND_MODULES = {  # installed command -> transformer_tf.cli module (setup.py)
 def places(tiny_multi30k, tmp_path_factory, write_checkpointed_run, lock_held_elsewhere):
     """Paths the table refers to: a real data directory, a run whose every checkpoint is
     damaged, a run held by another process, a hypothesis file, missing paths."""
-    from transformer_tf.config import get_preset
+    from transformer_tf.presets import get_preset
 
     root = tmp_path_factory.mktemp("bad_invocations")
     model = get_preset("tiny").model.replace(vocab_size=tiny_multi30k.vocab_size).resolved()

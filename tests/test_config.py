@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from transformer_tf.config import (
-    PRESET_NAMES, ConfigError, DecodingConfig, ModelConfig, TrainingConfig, get_preset)
+from transformer_tf.config import ConfigError, DecodingConfig, ModelConfig, TrainingConfig
+from transformer_tf.presets import PRESET_NAMES, get_preset
 
 
 def test_paper_presets_match_table_3():
@@ -87,7 +87,7 @@ def test_unknown_fields_and_presets_are_rejected():
 
 
 def test_paper_presets_carry_their_step_plans_and_the_en_fr_big_model():
-    from transformer_tf.config import get_preset
+    from transformer_tf.presets import get_preset
     assert get_preset("base").training.train_steps == 100_000
     assert get_preset("big").training.train_steps == 300_000
     big, en_fr = get_preset("big"), get_preset("big_en_fr")
@@ -104,3 +104,14 @@ def test_parsing_presets_decode_as_section_6_3_says():
             paper.decoding.max_extra_length, paper.decoding.grammar) == (21, 0.3, 300, "tree")
     # The CPU-sized variant differs only in its dev-chosen alpha (README, parsing results).
     assert get_preset("parsing_cpu").decoding == paper.decoding.replace(alpha=5.0)
+
+
+def test_each_family_table_names_its_presets_once():
+    from transformer_tf.presets.convs2s import CONVS2S_PRESETS
+    from transformer_tf.presets.parsing import PARSING_PRESETS
+    from transformer_tf.presets.transformer import TRANSFORMER_PRESETS
+
+    tables = [TRANSFORMER_PRESETS, CONVS2S_PRESETS, PARSING_PRESETS]
+    assert len(PRESET_NAMES) == sum(map(len, tables))  # no table hides another's name
+    assert all(get_preset(name).family == "convs2s" for name in CONVS2S_PRESETS)
+    assert all(get_preset(name).decoding.grammar == "tree" for name in PARSING_PRESETS)

@@ -1,4 +1,4 @@
-"""Imports only run down the floors (config, runtime -> layers/data/decoding/evaluation ->
+"""Imports only run down the floors (config, runtime, presets -> layers/data/decoding/evaluation ->
 models, visualization -> rundir -> training -> inference -> export -> jobs -> cli).
 
 Every `import` statement of the package is read from its source, those inside functions
@@ -14,7 +14,7 @@ import pytest
 
 import transformer_tf
 
-RANKS = {"config": 0, "runtime": 0, "layers": 1, "data": 1, "decoding": 1, "evaluation": 1,
+RANKS = {"config": 0, "runtime": 0, "presets": 0, "layers": 1, "data": 1, "decoding": 1, "evaluation": 1,
          "models": 2, "visualization": 2, "rundir": 3, "training": 4, "inference": 5,
          "export": 6, "jobs": 7, "cli": 8}
 ROOT = pathlib.Path(transformer_tf.__file__).parent

@@ -25,7 +25,7 @@ common.set_thread_env()
 
 def _matched_config(preset_name: str, target_name: str):
     """The preset's Transformer config with d_ff chosen to match `target_name`'s size."""
-    from transformer_tf.config import get_preset
+    from transformer_tf.presets import get_preset
     from transformer_tf.models.registry import build_model
 
     def params(family, config):
@@ -66,7 +66,8 @@ def main(argv=None):
 
     import model_flops
     from fixed_length import fixed_length_search
-    from transformer_tf.config import BOS_ID, EOS_ID, get_preset
+    from transformer_tf.config import BOS_ID, EOS_ID
+    from transformer_tf.presets import get_preset
     from transformer_tf.models.registry import build_model
     from transformer_tf.training.fit import build_model_and_optimizer
 

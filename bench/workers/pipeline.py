@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
-from transformer_tf.config import get_preset  # noqa: E402
+from transformer_tf.presets import get_preset
 
 common.set_thread_env()
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
-from transformer_tf.config import (  # noqa: E402
-    BOS_ID, EOS_ID, PRESET_NAMES, ModelConfig, get_preset)
+from transformer_tf.config import BOS_ID, EOS_ID, ModelConfig
+from transformer_tf.presets import PRESET_NAMES, get_preset
 from transformer_tf.runtime.cpu import ONEDNN_VARIABLE, prefer_onednn_for_training  # noqa: E402
 
 common.set_thread_env()

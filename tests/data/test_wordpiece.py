@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DecodingConfig, get_preset
+from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID, DecodingConfig
+from transformer_tf.presets import get_preset
 from transformer_tf.data import bpe, wordpiece
 
 WORDPIECE_VOCAB = 1500

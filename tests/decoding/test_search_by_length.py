@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig, ModelConfig, get_preset
+from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig, ModelConfig
+from transformer_tf.presets import get_preset
 from transformer_tf.decoding.model_search import (
     search_in_lanes, search_model, search_model_by_length)
 from transformer_tf.models.convs2s import ConvS2S

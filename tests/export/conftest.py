@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig, get_preset
+from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig
+from transformer_tf.presets import get_preset
 from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, python_processor, train_bpe
 from transformer_tf.export.saved_model import export_saved_model
 from transformer_tf.inference.translator import Translator

@@ -12,7 +12,8 @@ import tensorflow as tf
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig, get_preset  # noqa: E402
+from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig
+from transformer_tf.presets import get_preset
 from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, train_bpe  # noqa: E402
 from transformer_tf.export import ctranslate2 as ct2_export  # noqa: E402
 from transformer_tf.inference.translator import Translator  # noqa: E402

@@ -2,7 +2,7 @@
 installed (the conversion tests in test_ctranslate2.py need it)."""
 import pytest
 
-from transformer_tf.config import get_preset
+from transformer_tf.presets import get_preset
 from transformer_tf.export.ctranslate2 import check_convertible
 
 

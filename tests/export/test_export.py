@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.config import DecodingConfig, get_preset
+from transformer_tf.config import DecodingConfig
+from transformer_tf.presets import get_preset
 from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, train_bpe
 from transformer_tf.decoding.model_search import search_model
 from transformer_tf.decoding.search import beam_search, length_penalty, tile_beams
@@ -185,7 +186,7 @@ def test_translate_script_keeps_order_and_empty_lines(exported, monkeypatch, cap
 def test_export_script_reports_bad_arguments(tmp_path, capsys, arguments, message):
     # A run directory with a valid run_config.json (and no checkpoint): the decoding
     # override is checked before anything is loaded.
-    from transformer_tf.config import get_preset
+    from transformer_tf.presets import get_preset
     from transformer_tf.rundir.model_dir import RunConfig, write_run_config
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -45,7 +45,7 @@ def dead_pid() -> int:
 @pytest.fixture
 def run_dir(tmp_path):
     """A run directory holding run_config.json, bpe.model and a checkpoint file."""
-    from transformer_tf.config import get_preset
+    from transformer_tf.presets import get_preset
     from transformer_tf.rundir.model_dir import RunConfig, write_run_config
 
     run = tmp_path / "run"
@@ -302,7 +302,8 @@ def test_ctranslate2_export_keeps_the_old_version_until_the_new_one_is_in_place(
         tmp_path, monkeypatch, serving_bpe):
     """The conversion faked (no ctranslate2 needed): the old version stays whole when the
     new one cannot be moved into place; an export over it replaces it."""
-    from transformer_tf.config import DecodingConfig, get_preset
+    from transformer_tf.config import DecodingConfig
+    from transformer_tf.presets import get_preset
     from transformer_tf.export import ctranslate2 as ct2_export
 
     class FakeSpec:

@@ -38,7 +38,8 @@ def test_in_graph_reading_agrees_with_python_on_random_outputs(leaves):
 def _tiny_parser(leaves: str, beam_size: int, seed: int):
     """A Parser over a tiny random model whose BPE knows the tree tokens of `leaves`;
     under the tree grammar even its outputs are well-formed trees."""
-    from transformer_tf.config import DecodingConfig, get_preset
+    from transformer_tf.config import DecodingConfig
+    from transformer_tf.presets import get_preset
     from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, train_bpe
     from transformer_tf.data.linearise import tree_symbols
     from transformer_tf.inference.parser import Parser

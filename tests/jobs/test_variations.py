@@ -8,7 +8,7 @@ import pathlib
 import pytest
 import tensorflow as tf
 
-from transformer_tf.config import get_preset
+from transformer_tf.presets import get_preset
 from transformer_tf.rundir.checkpoints import TRAINED_SECONDS
 from transformer_tf.jobs.variations import (
     ROW_RESULT, StudyOptions, count_rows, define_rows, format_table,

@@ -3,7 +3,7 @@ position sees only its neighbourhood, in training and in cached decoding alike."
 import numpy as np
 import tensorflow as tf
 
-from transformer_tf.config import get_preset
+from transformer_tf.presets import get_preset
 from transformer_tf.layers.masks import attention_mask
 from transformer_tf.models.transformer import Transformer
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.config import BOS_ID, PAD_ID, ModelConfig, get_preset
+from transformer_tf.config import BOS_ID, PAD_ID, ModelConfig
+from transformer_tf.presets import get_preset
 from transformer_tf.layers.decoder_layer import DecoderLayer
 from transformer_tf.layers.encoder_layer import EncoderLayer
 from transformer_tf.layers.feed_forward import PositionwiseFeedForward

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from transformer_tf.config import get_preset
+from transformer_tf.presets import get_preset
 from transformer_tf.rundir import model_dir as model_dir_lib
 
 

@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+from typing import Any
 
-from transformer_tf.config import (
+from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig
+from transformer_tf.presets import (
     DEFAULT_PRESETS,
     PRESET_NAMES,
-    ConfigError,
-    ModelConfig,
-    TrainingConfig,
     choose_preset,
     get_preset,
-    parse_overrides,
 )
 
 
@@ -58,3 +58,23 @@ def resolve_model_flags(parser: argparse.ArgumentParser, args) -> tuple[str, dic
     except ConfigError as error:
         parser.error(str(error))
     return (preset, *resolve_option_flags(parser, args, type(get_preset(preset).model)))
+
+
+def parse_overrides(pairs, config_class, flag: str = "--option") -> dict[str, Any]:
+    """Command-line overrides ["d_model=256", "clip_norm=1.0"] -> {"d_model": 256, ...}.
+
+    Values are parsed as JSON when they can be (numbers, true/false, null), else kept as
+    strings. Unknown fields raise ConfigError naming the flag and the known fields.
+    """
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    result: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in fields:
+            raise ConfigError(f"{flag} {pair!r}: expected FIELD=VALUE with FIELD one of "
+                              f"{sorted(fields)}")
+        try:
+            result[key] = json.loads(value)
+        except json.JSONDecodeError:
+            result[key] = value
+    return result

@@ -22,8 +22,9 @@ from pathlib import Path
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
-from transformer_tf.config import GRAMMARS, PRESET_NAMES
+from transformer_tf.config import GRAMMARS
 from transformer_tf.data.linearise import DEFAULT_LEAVES, LEAVES
+from transformer_tf.presets import PRESET_NAMES
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
 

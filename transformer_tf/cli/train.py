@@ -15,7 +15,7 @@ import logging
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
-from transformer_tf.config import get_preset
+from transformer_tf.presets import get_preset
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
 

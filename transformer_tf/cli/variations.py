@@ -16,8 +16,8 @@ import sys
 from transformer_tf.cli.arguments import positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
-from transformer_tf.config import PRESET_NAMES
 from transformer_tf.jobs.variations import ROW_GROUPS
+from transformer_tf.presets import PRESET_NAMES
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
 

@@ -30,7 +30,8 @@ import pathlib
 import time
 from typing import Callable
 
-from transformer_tf.config import ModelConfig, get_preset
+from transformer_tf.config import ModelConfig
+from transformer_tf.presets import get_preset
 from transformer_tf.training.live_objects import set_aside_live_objects
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")

@@ -18,7 +18,8 @@ import time
 import keras
 import tensorflow as tf
 
-from transformer_tf.config import TrainingConfig, get_preset
+from transformer_tf.config import TrainingConfig
+from transformer_tf.presets import get_preset
 from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
 from transformer_tf.data.prepared import load_prepared
 from transformer_tf.data.transforms import DropCounter
