@@ -20,7 +20,7 @@ import logging
 
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
+from transformer_tf.cli.model_flags import add_model_flags, dump_config, resolve_model_flags
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
@@ -92,7 +92,11 @@ def _run(parser, args) -> int:
         run_main_job,
     )
 
-    args.preset, model_overrides, training_overrides = resolve_model_flags(parser, args)
+    choice = resolve_model_flags(parser, args)
+    args.preset = choice.preset
+    if args.dump_config:
+        print(dump_config(choice, vocab_size=args.vocab_size))
+        return 0
     minutes = args.train_minutes if args.train_minutes and args.train_minutes > 0 else None
     if minutes is None and args.epochs is None and args.max_steps is None:
         parser.error("--train-minutes 0 needs --epochs or --max-steps")
@@ -105,7 +109,8 @@ def _run(parser, args) -> int:
         beam_size=args.beam_size, alpha=args.alpha, test_limit=args.test_limit,
         dev_limit=args.dev_limit, export_name=args.export_name, export_version=args.export_version,
         saved_models_dir=args.saved_models_dir,
-        model_overrides=model_overrides, training_overrides=training_overrides,
+        model_overrides=choice.model_overrides, training_overrides=choice.training_overrides,
+        decoding_overrides=choice.decoding_overrides,
         validation_sentences=args.validation_sentences, precision=args.precision,
         verbose=0 if args.quiet else 1)
     summary = run_main_job(options)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import pathlib
 from typing import Any
 
+from transformer_tf.cli.config_files import check_fields, merge_config_files, resolved_settings
 from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig
 from transformer_tf.presets import (
     DEFAULT_PRESETS,
@@ -25,6 +27,12 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                         help="model and training preset (default: multi30k, or the "
                              "--model family's)")
     add_option_flags(parser)
+    parser.add_argument("--config", nargs="+", action="extend", metavar="FILE",
+                        help="JSON or YAML configuration files (preset, model, training, "
+                             "decoding; a run's run_config.json is one), merged in order; "
+                             "the command line's flags win")
+    parser.add_argument("--dump-config", action="store_true",
+                        help="print the resolved configuration (a valid --config) and exit")
 
 
 def add_option_flags(parser: argparse.ArgumentParser,
@@ -50,14 +58,47 @@ def resolve_option_flags(parser: argparse.ArgumentParser, args,
         parser.error(str(error))
 
 
-def resolve_model_flags(parser: argparse.ArgumentParser, args) -> tuple[str, dict, dict]:
-    """(preset name, model overrides, training overrides) of `add_model_flags`' flags;
-    a bad value ends the command through `parser.error` (exit 2, naming the flag)."""
+@dataclasses.dataclass
+class ModelChoice:
+    """What `add_model_flags`' flags resolve to: the preset and the changes to it, the
+    configuration files' first and the command line's last."""
+
+    preset: str
+    model_overrides: dict[str, Any]
+    training_overrides: dict[str, Any]
+    decoding_overrides: dict[str, Any]
+    data_dir: str | None  # from a configuration file (the command line's --data wins)
+
+
+def resolve_model_flags(parser: argparse.ArgumentParser, args) -> ModelChoice:
+    """The `ModelChoice` of `add_model_flags`' flags; a bad value or file ends the command
+    through `parser.error` (exit 2, naming the flag or the file)."""
     try:
-        preset = choose_preset(args.model, args.preset)
+        files = merge_config_files(args.config)
+        preset = choose_preset(args.model or files.family, args.preset or files.preset)
+        model_class = type(get_preset(preset).model)
+        check_fields(files, model_class)
+        model, training = resolve_option_flags(parser, args, model_class)
     except ConfigError as error:
         parser.error(str(error))
-    return (preset, *resolve_option_flags(parser, args, type(get_preset(preset).model)))
+    return ModelChoice(preset, {**files.model, **model}, {**files.training, **training},
+                       dict(files.decoding), files.data_dir)
+
+
+def dump_config(choice: ModelChoice, data_dir: str | None = None,
+                vocab_size: int | None = None) -> str:
+    """`--dump-config`'s JSON: the resolved configuration, with the data's vocabulary size
+    and directory when `data_dir` holds prepared data (else `vocab_size`, if known)."""
+    if data_dir is not None:
+        from transformer_tf.data.prepared import load_prepared
+
+        vocab_size = load_prepared(data_dir).vocab_size
+    settings = resolved_settings(get_preset(choice.preset), choice.model_overrides,
+                                 choice.training_overrides, choice.decoding_overrides,
+                                 choice.preset, vocab_size)
+    if data_dir is not None:
+        settings["data_dir"] = str(pathlib.Path(data_dir).resolve())
+    return json.dumps(settings, indent=2, sort_keys=True)
 
 
 def parse_overrides(pairs, config_class, flag: str = "--option") -> dict[str, Any]:

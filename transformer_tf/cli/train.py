@@ -14,7 +14,7 @@ import logging
 
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
+from transformer_tf.cli.model_flags import add_model_flags, dump_config, resolve_model_flags
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
@@ -23,11 +23,12 @@ from transformer_tf.runtime.cpu import prefer_onednn_for_training
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True,
-                        help="prepared data directory (written by scripts/prepare_data.py)")
+    parser.add_argument("--data",
+                        help="prepared data directory (written by scripts/prepare_data.py); "
+                             "default: a --config file's data_dir")
     add_model_flags(parser)
-    parser.add_argument("--model-dir", required=True,
-                        help="where checkpoints, TensorBoard logs and run_config.json go; "
+    parser.add_argument("--model-dir",
+                        help="(required to train) where checkpoints, TensorBoard logs and run_config.json go; "
                              "an existing run there is resumed")
     plan = parser.add_argument_group("how long (one of --max-steps/--epochs; --max-minutes "
                                      "alone or as a cap; none: the preset's step plan, "
@@ -81,7 +82,16 @@ def _run(parser, args) -> int:
         split_cpu(args.cpu_devices)
     from transformer_tf.training.fit import TrainOptions, train
 
-    args.preset, model_overrides, training_overrides = resolve_model_flags(parser, args)
+    choice = resolve_model_flags(parser, args)
+    args.preset, training_overrides = choice.preset, choice.training_overrides
+    args.data = args.data or choice.data_dir
+    if args.dump_config:
+        print(dump_config(choice, args.data))
+        return 0
+    if args.data is None:
+        parser.error("give --data (or a --config file with data_dir)")
+    if args.model_dir is None:
+        parser.error("give --model-dir: the run directory to train into")
     if (args.max_steps is None and args.epochs is None and args.max_minutes is None
             and get_preset(args.preset).training.train_steps is None):
         parser.error("give --max-steps, --epochs or --max-minutes (this preset has no step "
@@ -92,8 +102,8 @@ def _run(parser, args) -> int:
             training_overrides[field] = getattr(args, flag)
     options = TrainOptions(
         data_dir=args.data, model_dir=args.model_dir, preset=args.preset,
-        model_overrides=model_overrides,
-        training_overrides=training_overrides, max_steps=args.max_steps, epochs=args.epochs,
+        model_overrides=choice.model_overrides, training_overrides=training_overrides,
+        decoding_overrides=choice.decoding_overrides, max_steps=args.max_steps, epochs=args.epochs,
         max_minutes=args.max_minutes, eval_every=args.eval_every, log_every=args.log_every,
         strategy=args.strategy, devices=args.devices, precision=args.precision,
         jit_compile=args.xla, validation_sentences=args.validation_sentences,

@@ -76,6 +76,7 @@ class MainJobOptions:
     saved_models_dir: str = "saved_models"
     model_overrides: dict = dataclasses.field(default_factory=dict)
     training_overrides: dict = dataclasses.field(default_factory=dict)
+    decoding_overrides: dict = dataclasses.field(default_factory=dict)
     validation_sentences: int = 200
     verbose: int = 1
 
@@ -127,6 +128,7 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     result = train(TrainOptions(
         data_dir=str(data_dir), model_dir=str(model_dir), preset=options.preset,
         model_overrides=options.model_overrides, training_overrides=options.training_overrides,
+        decoding_overrides=options.decoding_overrides,
         max_steps=options.max_steps, epochs=options.epochs, max_minutes=options.train_minutes,
         eval_every=options.eval_every, validation_sentences=options.validation_sentences,
         precision=options.precision, verbose=options.verbose))

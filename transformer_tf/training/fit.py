@@ -18,7 +18,7 @@ import time
 import keras
 import tensorflow as tf
 
-from transformer_tf.config import TrainingConfig
+from transformer_tf.config import ConfigError, TrainingConfig
 from transformer_tf.presets import get_preset
 from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
 from transformer_tf.data.prepared import load_prepared
@@ -65,6 +65,7 @@ class TrainOptions:
     preset: str = "multi30k"
     model_overrides: dict = dataclasses.field(default_factory=dict)
     training_overrides: dict = dataclasses.field(default_factory=dict)
+    decoding_overrides: dict = dataclasses.field(default_factory=dict)
     max_steps: int | None = None
     epochs: float | None = None
     max_minutes: float | None = None
@@ -95,10 +96,16 @@ class TrainResult:
 
 def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
     preset = get_preset(options.preset)
-    model = preset.model.replace(vocab_size=prepared.vocab_size, **options.model_overrides)
+    given = options.model_overrides.get("vocab_size", prepared.vocab_size)
+    if given != prepared.vocab_size:
+        raise ConfigError(f"model vocab_size {given} differs from the prepared data's "
+                          f"{prepared.vocab_size} ({options.data_dir}): the vocabulary size "
+                          f"is the data's; drop it or prepare the data with that size")
+    model = preset.model.replace(**{**options.model_overrides, "vocab_size": given})
     training = preset.training.replace(**options.training_overrides)
     return model_dir_lib.RunConfig(
-        model=model.resolved(), training=training, decoding=preset.decoding,
+        model=model.resolved(), training=training,
+        decoding=preset.decoding.replace(**options.decoding_overrides),
         data_dir=str(pathlib.Path(options.data_dir).resolve()), preset=options.preset,
         family=preset.family, source_language=prepared.source_language,
         target_language=prepared.target_language,

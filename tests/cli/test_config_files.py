@@ -1,0 +1,99 @@
+"""Configuration files (`--config FILE ...`, `--dump-config`; cli/config_files.py): a run's
+run_config.json given back as --config resolves to the same run, files merge in order
+with the command line last, and a bad file is an error naming it."""
+import contextlib
+import io
+import json
+import re
+
+import pytest
+
+from transformer_tf.cli import train as train_cli
+from transformer_tf.cli.config_files import merge_config_files
+from transformer_tf.config import ConfigError
+from transformer_tf.rundir.model_dir import RunConfig
+from transformer_tf.training.fit import TrainOptions, _run_config
+
+
+def dumped(argv) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert train_cli.main([*argv, "--dump-config"]) == 0
+    return json.loads(out.getvalue())
+
+
+def train_options(data_dir, settings: dict) -> TrainOptions:
+    """The TrainOptions a --config of `settings` (a dump) gives `train`."""
+    return TrainOptions(data_dir=str(data_dir), model_dir="unused", preset=settings["preset"],
+                        model_overrides=settings["model"],
+                        training_overrides=settings["training"],
+                        decoding_overrides=settings["decoding"])
+
+
+def test_run_config_given_back_is_the_same_run(tiny_multi30k, tmp_path):
+    data = str(tiny_multi30k.directory)
+    first = _run_config(TrainOptions(
+        data_dir=data, model_dir="unused", preset="tiny",
+        model_overrides={"d_model": 24, "num_heads": 4},
+        training_overrides={"warmup_steps": 50, "label_smoothing": 0.2},
+        decoding_overrides={"beam_size": 3}), tiny_multi30k)
+    recorded = tmp_path / "run_config.json"
+    recorded.write_text(first.to_json())
+
+    # --data comes from the file's data_dir; the resolved settings are the recorded ones.
+    settings = dumped(["--config", str(recorded)])
+    raw = json.loads(first.to_json())
+    for key in ("preset", "family", "model", "training", "decoding", "data_dir"):
+        assert settings[key] == raw[key], key
+    again = _run_config(train_options(settings["data_dir"], settings), tiny_multi30k)
+    assert again.to_json() == first.to_json()
+
+
+def test_files_merge_in_order_and_the_command_line_wins(tiny_multi30k, tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text("preset: tiny\nmodel:\n  d_model: 24\n  num_heads: 4\n"
+                    "training:\n  warmup_steps: 50\n  seed: 3\n")
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps({"training": {"warmup_steps": 70}, "decoding": {"alpha": 1.0}}))
+    settings = dumped(["--data", str(tiny_multi30k.directory), "--config", str(base),
+                       str(later), "--training-option", "seed=9", "--warmup-steps", "80"])
+    assert settings["preset"] == "tiny" and settings["model"]["d_model"] == 24
+    assert settings["model"]["vocab_size"] == tiny_multi30k.vocab_size  # the data's
+    # later.json over base.yaml; --training-option over both (--warmup-steps is applied at
+    # training, after the dump: the dump shows the files and the option flags).
+    assert settings["training"]["warmup_steps"] == 70 and settings["training"]["seed"] == 9
+    assert settings["decoding"]["alpha"] == 1.0
+    # Without data, no vocabulary size is claimed.
+    assert "vocab_size" not in dumped(["--config", str(base)])["model"]
+
+
+@pytest.mark.parametrize("text, name, message", [
+    ("preset: tiny\nmodel:\n  d_modle: 24\n", "a.yaml", r"a\.yaml: model\.d_modle is not a field"),
+    ('{"trainig": {}}', "a.json", r"a\.json: unknown key\(s\) \['trainig'\]"),
+    ('{"training": {"seed": 1,}}', "a.json", r"a\.json: not valid JSON"),
+    ("- a list\n", "a.yml", r"a\.yml: expected a mapping"),
+    ('{"training": [1, 2]}', "a.json", r"a\.json: 'training' must be a mapping"),
+])
+def test_a_bad_file_is_an_error_naming_it(tmp_path, capsys, text, name, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(SystemExit) as stop:
+        train_cli.main(["--data", "unused", "--model-dir", "unused", "--config", str(path)])
+    assert stop.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_a_missing_file_and_a_vocabulary_size_that_is_not_the_datas(tiny_multi30k, tmp_path):
+    with pytest.raises(ConfigError, match="missing.json: cannot read it"):
+        merge_config_files([tmp_path / "missing.json"])
+    with pytest.raises(ConfigError, match="vocab_size 123 differs from the prepared data's"):
+        _run_config(TrainOptions(data_dir=str(tiny_multi30k.directory), model_dir="unused",
+                                 preset="tiny", model_overrides={"vocab_size": 123}),
+                    tiny_multi30k)
+
+
+def test_the_recorded_run_config_reads_as_a_run_config(tiny_multi30k):
+    """The dump's layout is run_config.json's: RunConfig reads a dump with data_dir back."""
+    settings = dumped(["--data", str(tiny_multi30k.directory), "--preset", "tiny"])
+    run = RunConfig.from_json(json.dumps(settings))
+    assert run.preset == "tiny" and run.model.vocab_size == tiny_multi30k.vocab_size
