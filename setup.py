@@ -18,6 +18,7 @@ CORE = [
     "tensorboard==2.21.*",
     "importlib_resources",  # tensorflow-datasets 4.9 needs it to prepare datasets
     "tqdm",
+    "pyyaml>=6,<7",  # YAML configuration files (cli/config_files.py)
     "filelock>=3.12,<5",  # the run directory's lock (rundir/lock.py)
     "tensorflow-serving-api==2.21.*",  # the warm-up requests of exports (export/warmup.py)
 ]
