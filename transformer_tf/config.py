@@ -27,6 +27,8 @@ EMBEDDING_SHARING = ("all", "target", "none")
 NORM_POSITIONS = ("post", "pre")
 OPTIMIZERS = ("adam", "nesterov")
 WORD_LOSSES = ("token", "any")
+# Keras dtype policies a run can train in ("auto": chosen by device, training/precision.py).
+PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 
 class ConfigError(ValueError):

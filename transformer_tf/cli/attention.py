@@ -33,6 +33,7 @@ import sys
 
 from transformer_tf.cli.arguments import positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_search_flags
 from transformer_tf.runtime import console
 
 
@@ -66,8 +67,7 @@ def main(argv=None):
                                        "(its first occurrence; default: all words)")
     parser.add_argument("--pieces", action="store_true",
                         help="label BPE pieces instead of merging them into words")
-    parser.add_argument("--beam-size", type=positive_int, help="search beam (default: the model's)")
-    parser.add_argument("--alpha", type=float, help="length penalty exponent")
+    add_search_flags(parser, "the model's")
     parser.add_argument("--dpi", type=positive_int, default=100, help="PNG pixels per inch")
     parser.add_argument("--out", required=True, help="directory for the PNG files")
     console.add_verbose_flag(parser)

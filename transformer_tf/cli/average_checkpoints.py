@@ -29,6 +29,7 @@ import sys
 
 from transformer_tf.cli.arguments import positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_search_flags
 from transformer_tf.runtime import console
 
 
@@ -48,8 +49,7 @@ def main(argv=None) -> int:
     parser.add_argument("--select", choices=("none", "dev"), default="none",
                         help="dev: average from the final part of training only and compare "
                              "with the latest checkpoint on the dev set (default none)")
-    parser.add_argument("--beam-size", type=positive_int, help="search for --select dev (default: the run's)")
-    parser.add_argument("--alpha", type=float, help="length penalty for --select dev")
+    add_search_flags(parser, "the run's", purpose="the search of --select dev")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     if args.last is not None and args.last < 1:

@@ -15,7 +15,8 @@ import sys
 
 from transformer_tf.cli.arguments import non_negative_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS, STOPPING_RULES
+from transformer_tf.cli.flags import add_search_flags
+from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
 from transformer_tf.runtime import console
 
 
@@ -27,11 +28,8 @@ def main(argv=None):
                         help="version directory to write, saved_models/NAME/VERSION (VERSION: "
                              "an integer; TF Serving serves the highest)")
     parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
-    parser.add_argument("--beam-size", type=int, help="beam size baked into the signatures "
-                                                      "(default: the run's, 4)")
-    parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
-    parser.add_argument("--max-extra-length", type=int,
-                        help="output length limit = input length + this (default 50)")
+    add_search_flags(parser, "the run's", length=True, stopping=True,
+                     purpose="baked into the signatures")
     parser.add_argument("--chunk-size", type=int,
                         help="search each request sorted by source length, this many rows at "
                              "a time (same outputs, less work on mixed lengths); 0: the whole "
@@ -45,11 +43,6 @@ def main(argv=None):
                         help="compile each chunk's search with XLA (needs --chunk-size; each "
                              "chunk shape and source length bucket of 8 compiles on its "
                              "first request)")
-    parser.add_argument("--stopping", choices=STOPPING_RULES,
-                        help="when a sentence's beam search ends: exact (default; the result "
-                             "of searching to the length limit) or k_finished (once beam-size "
-                             "hypotheses have finished, as CTranslate2 and fairseq do: fewer "
-                             "steps, a better longer output can be missed)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing version (only a SavedModel; anything else "
                              "in --out is refused)")

@@ -19,6 +19,7 @@ import argparse
 import logging
 
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_search_flags
 from transformer_tf.runtime import console
 
 
@@ -30,9 +31,7 @@ def main(argv=None):
                         help="CTranslate2 model directory to write, NAME/VERSION (VERSION: an "
                              "integer)")
     parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
-    parser.add_argument("--beam-size", type=int,
-                        help="beam size recorded for the runner (default: the run's, 4)")
-    parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
+    add_search_flags(parser, "the run's", purpose="recorded for the runner")
     parser.add_argument("--quantization", choices=["int8", "int8_float32", "int16"],
                         help="store quantized weights (default: float32, exact)")
     parser.add_argument("--overwrite", action="store_true",

@@ -20,6 +20,7 @@ import logging
 
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag, add_search_flags
 from transformer_tf.cli.model_flags import add_model_flags, dump_config, resolve_model_flags
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
@@ -46,10 +47,7 @@ def main(argv=None):
     parser.add_argument("--train-minutes", type=float, default=60.0,
                         help="the run's training time in minutes, in all invocations together "
                              "(default 60; 0 = no time limit, then give --epochs/--max-steps)")
-    parser.add_argument("--precision", default="auto",
-                        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
-                        help="dtype policy (default auto: mixed_bfloat16 on CPUs with native "
-                             "bfloat16, float32 elsewhere)")
+    add_precision_flag(parser)
     parser.add_argument("--epochs", type=float, help="train this many epochs in total")
     parser.add_argument("--max-steps", type=positive_int, help="train this many steps in total")
     parser.add_argument("--eval-every", type=positive_int, default=500,
@@ -58,9 +56,7 @@ def main(argv=None):
                         help="checkpoints to average, from the last 20%% of training; the "
                              "average is kept only if it beats the latest checkpoint on the "
                              "dev set (default: the preset's, 5)")
-    parser.add_argument("--beam-size", type=positive_int,
-                        help="beam size (default: the preset's; 4 Transformer, 5 ConvS2S)")
-    parser.add_argument("--alpha", type=float, help="length penalty (default: the preset's, 0.6)")
+    add_search_flags(parser, "the preset's")
     parser.add_argument("--test-limit", type=positive_int, help="decode only the first N test sentences")
     parser.add_argument("--dev-limit", type=positive_int,
                         help="choose between the latest and the averaged checkpoint by BLEU "
@@ -74,7 +70,7 @@ def main(argv=None):
                         help="root of exported models (default saved_models)")
     parser.add_argument("--validation-sentences", type=non_negative_int, default=200,
                         help="dev sentences for validation BLEU during training (default 200)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -14,8 +14,9 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_quiet_flag, add_search_flags
 from transformer_tf.runtime import console
 
 
@@ -26,15 +27,12 @@ def main(argv=None):
     source.add_argument("--model", help="parsing SavedModel directory")
     source.add_argument("--model-dir", help="parsing training run directory")
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
-    parser.add_argument("--beam-size", type=positive_int, help="with --model-dir (default: the run's)")
-    parser.add_argument("--alpha", type=float, help="with --model-dir (default: the run's)")
-    parser.add_argument("--max-extra-length", type=non_negative_int,
-                        help="with --model-dir (default: the run's)")
+    add_search_flags(parser, "the run's", length=True, purpose="with --model-dir")
     parser.add_argument("--grammar", choices=("none", "tree"),
                         help="with --model-dir: output constraint (default tree: well-formed "
                              "trees with every input word in place)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     with console.session(args.verbose):

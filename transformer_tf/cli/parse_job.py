@@ -19,8 +19,9 @@ import os
 import sys
 from pathlib import Path
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag, add_search_flags
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import GRAMMARS
 from transformer_tf.data.linearise import DEFAULT_LEAVES, LEAVES
@@ -58,11 +59,7 @@ def main(argv=None):
     parser.add_argument("--eval-every", type=positive_int, default=200,
                         help="steps between dev loss evaluations (default 200)")
     parser.add_argument("--average-last", type=positive_int, help="checkpoints to average (preset's)")
-    parser.add_argument("--beam-size", type=positive_int, help="beam size (default: preset's, 21)")
-    parser.add_argument("--alpha", type=float,
-                        help="length penalty (default: preset's; parsing 0.3, parsing_cpu 5.0)")
-    parser.add_argument("--max-extra-length", type=non_negative_int,
-                        help="output length limit = input + this (default: preset's, 300)")
+    add_search_flags(parser, "the preset's", length=True)
     parser.add_argument("--grammar", choices=GRAMMARS,
                         help="output constraint (default: preset's, tree: well-formed trees "
                              "with every input word in place; none: unconstrained, repaired "
@@ -73,9 +70,8 @@ def main(argv=None):
                              "WORK/saved_model/<the next free version>)")
     add_option_flags(parser, "override a ModelConfig field (repeatable)",
                      "override a TrainingConfig field (repeatable)")
-    parser.add_argument("--precision", default="auto",
-                        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"))
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_precision_flag(parser)
+    add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

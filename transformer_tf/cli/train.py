@@ -14,6 +14,7 @@ import logging
 
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag
 from transformer_tf.cli.model_flags import add_model_flags, dump_config, resolve_model_flags
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime import console
@@ -54,18 +55,14 @@ def main(argv=None):
     dist.add_argument("--cpu-devices", type=positive_int,
                       help="split the CPU into N logical devices (to run the mirrored path "
                            "without GPUs)")
-    parser.add_argument("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
-                        default="auto",
-                        help="dtype policy; mixed_float16 adds dynamic loss scaling; auto (the "
-                             "default): mixed_bfloat16 on CPUs with native bfloat16 "
-                             "(AVX512-BF16/AMX), float32 elsewhere")
+    add_precision_flag(parser)
     parser.add_argument("--xla", action="store_true", help="compile the train step with XLA")
     parser.add_argument("--tokens-per-batch", type=positive_int,
                         help="GLOBAL token budget per batch and side, padding included "
                              "(split across replicas); default from the preset")
     parser.add_argument("--warmup-steps", type=non_negative_int, help="learning-rate warm-up (preset default)")
     parser.add_argument("--seed", type=int, help="seed for weights, dropout and data order")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -12,9 +12,9 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.config import STOPPING_RULES
+from transformer_tf.cli.flags import add_quiet_flag, add_search_flags
 from transformer_tf.runtime import console
 
 
@@ -25,22 +25,14 @@ def main(argv=None):
     source.add_argument("--model", help="SavedModel directory (saved_models/NAME/VERSION)")
     source.add_argument("--model-dir", help="training run directory")
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
-    parser.add_argument("--beam-size", type=positive_int,
-                        help="beam size (default: the model's, 4); 1 is greedy")
-    parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
-    parser.add_argument("--max-extra-length", type=non_negative_int,
-                        help="output length limit = input length + this (default 50)")
-    parser.add_argument("--stopping", choices=STOPPING_RULES,
-                        help="when a sentence's beam search ends (default: the model's, "
-                             "exact); k_finished: once beam-size hypotheses have finished "
-                             "(faster; can miss a better, longer output)")
+    add_search_flags(parser, "the model's", length=True, stopping=True)
     parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch")
     parser.add_argument("--n-best", type=positive_int, default=1,
                         help="print the N best hypotheses per sentence as "
                              "'LINE ||| translation ||| score' lines (N <= beam size)")
     parser.add_argument("--scores", action="store_true",
                         help="append a tab and the score to each translation")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")

@@ -15,6 +15,7 @@ import sys
 
 from transformer_tf.cli.arguments import positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.jobs.variations import ROW_GROUPS
 from transformer_tf.presets import PRESET_NAMES
@@ -39,10 +40,10 @@ def main(argv=None):
                      "training change shared by every row, e.g. tokens_per_batch=2048 "
                      "(repeatable)")
     parser.add_argument("--eval-every", type=positive_int, default=500)
-    parser.add_argument("--precision", default="auto")
+    add_precision_flag(parser)
     parser.add_argument("--count-only", action="store_true",
                         help="print the parameter column at the paper's scale and exit")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     groups = tuple(g for g in args.rows.split(",") if g)

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from transformer_tf.config import PRECISIONS
 from transformer_tf.runtime.cpu import has_native_bfloat16, read_cpu_flags
-
-PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 
 
 def gpu_precision(capabilities: Sequence[tuple[int, int] | None]) -> tuple[str, str]:

@@ -1,0 +1,49 @@
+"""Flags several commands share, each defined here once: the search's (--beam-size,
+--alpha, --max-extra-length, --stopping), --precision and --quiet. Their choices come from
+`transformer_tf.config`, so a new value is added in one place; a command says where its
+defaults come from ("the model's", "the run's", "the preset's")."""
+from __future__ import annotations
+
+import argparse
+
+from transformer_tf.cli.arguments import non_negative_float, non_negative_int, positive_int
+from transformer_tf.config import PRECISIONS, STOPPING_RULES, DecodingConfig
+
+_PAPER = DecodingConfig()
+
+
+def add_search_flags(parser: argparse.ArgumentParser, defaults: str, *,
+                     length: bool = False, stopping: bool = False, purpose: str = "") -> None:
+    """--beam-size and --alpha (and --max-extra-length, --stopping when asked), each None
+    unless given: `defaults` ("the model's", "the run's", ...) fills them in."""
+    where = f"{purpose}; " if purpose else ""
+    parser.add_argument("--beam-size", type=positive_int, metavar="N",
+                        help=f"{where}hypotheses kept per sentence, 1 is greedy (default: "
+                             f"{defaults}; the paper's {_PAPER.beam_size})")
+    parser.add_argument("--alpha", type=non_negative_float, metavar="A",
+                        help=f"{where}length penalty exponent, scores divided by "
+                             f"((5 + length) / 6) ** A (default: {defaults}; the paper's "
+                             f"{_PAPER.alpha})")
+    if length:
+        parser.add_argument("--max-extra-length", type=non_negative_int, metavar="N",
+                            help=f"outputs end at input length + N pieces (default: "
+                                 f"{defaults}; {_PAPER.max_extra_length})")
+    if stopping:
+        parser.add_argument("--stopping", choices=STOPPING_RULES,
+                            help=f"when a sentence's beam search ends (default: {defaults}, "
+                                 f"{_PAPER.stopping}): exact, once no live hypothesis can "
+                                 f"beat the best finished one; k_finished, once beam-size "
+                                 f"hypotheses have finished, as CTranslate2 and fairseq do "
+                                 f"(faster; can miss a better, longer output)")
+
+
+def add_precision_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
+                        help="dtype policy (default auto: on GPUs mixed_bfloat16 from "
+                             "compute capability 8.0, mixed_float16 from 7.0; on CPUs "
+                             "mixed_bfloat16 with native bfloat16 (AVX512-BF16/AMX); float32 "
+                             "elsewhere); mixed_float16 adds dynamic loss scaling")
+
+
+def add_quiet_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
