@@ -325,6 +325,29 @@ class ConvS2SConfig(_Serialisable):
 
 
 @dataclasses.dataclass(frozen=True)
+class EnsembleConfig(_Serialisable):
+    """What an ensemble (`models.ensemble.Ensemble`) is made of: its members in order,
+    each `{"family": <registry name>, "model": <that family's config as a dict>}`.
+    Recorded in an ensemble's SavedModel so that it can be rebuilt; an ensemble has no
+    knobs of its own (its decoding settings are a `DecodingConfig`)."""
+
+    members: tuple = ()
+
+    def __post_init__(self):
+        members = tuple(dict(m) if isinstance(m, dict) else m for m in self.members)
+        _check(len(members) > 0, "members", "an ensemble needs at least one member")
+        for index, member in enumerate(members):
+            _check(isinstance(member, dict) and set(member) == {"family", "model"}
+                   and isinstance(member["family"], str) and isinstance(member["model"], dict),
+                   "members", f"member {index}: expected {{'family': str, 'model': dict}}, "
+                              f"got {member!r}")
+        object.__setattr__(self, "members", members)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"members": [dict(member) for member in self.members]}
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainingConfig(_Serialisable):
     """Optimisation and batching (paper section 5).
 

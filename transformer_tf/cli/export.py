@@ -6,8 +6,10 @@ written atomically, in the layout TF Serving watches: saved_models/NAME/VERSION 
 integer; not inside a training run). --overwrite replaces only a SavedModel; the old
 version is deleted once the new one is in place, so a failed or killed export loses none.
 
-Example:
+Examples:
   python scripts/export.py --model-dir runs/multi30k_en_de/model --out saved_models/en_de/1
+  python scripts/export.py --ensemble runs/seed1/model runs/seed2/model \
+      --out saved_models/en_de_ensemble/1
 """
 import argparse
 import logging
@@ -23,7 +25,13 @@ from transformer_tf.runtime import console
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True, help="training run directory")
+    model = parser.add_mutually_exclusive_group(required=True)
+    model.add_argument("--model-dir", help="training run directory")
+    model.add_argument("--ensemble", nargs="+", metavar="MDIR",
+                       help="training run directories decoded together (the mean of their "
+                            "log-probabilities at every step), each at its default "
+                            "checkpoint; they must share one tokenizer; the first run's "
+                            "search settings")
     parser.add_argument("--out", required=True,
                         help="version directory to write, saved_models/NAME/VERSION (VERSION: "
                              "an integer; TF Serving serves the highest)")
@@ -62,6 +70,9 @@ def main(argv=None):
                              "compiled shape, replayed by TF Serving at load)")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    if args.ensemble and args.checkpoint:
+        parser.error("--checkpoint: names one run's checkpoint; with --ensemble each run "
+                     "uses its default checkpoint")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):
         return run_command(_run, args, verbose=args.verbose)
@@ -69,17 +80,21 @@ def main(argv=None):
 
 def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.export.saved_model import export_model_dir
+    from transformer_tf.export.saved_model import export_ensemble, export_model_dir
 
-    path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
-                            ids_only=args.ids_only, warmup=args.warmup,
-                            max_batch_rows=args.max_batch_rows,
-                            beam_size=args.beam_size, alpha=args.alpha,
-                            max_extra_length=args.max_extra_length,
-                            chunk_size=args.chunk_size, lanes=args.lanes, xla=args.xla,
-                            stopping=args.stopping)
+    options = {"ids_only": args.ids_only, "warmup": args.warmup,
+               "max_batch_rows": args.max_batch_rows, "beam_size": args.beam_size,
+               "alpha": args.alpha, "max_extra_length": args.max_extra_length,
+               "chunk_size": args.chunk_size, "lanes": args.lanes, "xla": args.xla,
+               "stopping": args.stopping}
+    if args.ensemble:
+        path = export_ensemble(args.ensemble, args.out, args.overwrite, **options)
+    else:
+        path = export_model_dir(args.model_dir, args.out, args.checkpoint, args.overwrite,
+                                **options)
     if not args.checkpoint:
-        say_default_checkpoint(args.model_dir)
+        for model_dir in args.ensemble or [args.model_dir]:
+            say_default_checkpoint(model_dir)
     print(path)
     return 0
 

@@ -7,6 +7,7 @@ than the model's positions are truncated, with a warning naming the line.
 Examples:
   python scripts/translate.py --model saved_models/en_de/1 < test.en > test.hyp.de
   python scripts/translate.py --model-dir runs/en_de/model --n-best 4 < in.txt
+  python scripts/translate.py --ensemble runs/seed1/model runs/seed2/model < in.txt
 """
 import argparse
 import logging
@@ -24,6 +25,11 @@ def main(argv=None):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="SavedModel directory (saved_models/NAME/VERSION)")
     source.add_argument("--model-dir", help="training run directory")
+    source.add_argument("--ensemble", nargs="+", metavar="MDIR",
+                        help="training run directories decoded together (the mean of their "
+                             "log-probabilities at every step), each at its default "
+                             "checkpoint; they must share one tokenizer; the first run's "
+                             "search settings")
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
     add_search_flags(parser, "the model's", length=True, stopping=True)
     parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch")
@@ -35,6 +41,9 @@ def main(argv=None):
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    if args.ensemble and args.checkpoint:
+        parser.error("--checkpoint: names one run's checkpoint; with --ensemble each run "
+                     "uses its default checkpoint")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     with console.session(args.verbose):
         return run_command(_run, args, verbose=args.verbose)
@@ -46,12 +55,14 @@ def _run(args) -> int:
     from transformer_tf.data.textio import strip_newline
     from transformer_tf.inference.batch import load_translator, translate_lines
 
-    if args.model_dir and not args.checkpoint:
+    if not (args.model or args.checkpoint):
         from transformer_tf.inference.loading import default_checkpoint
-        path, why = default_checkpoint(args.model_dir)
-        print(f"checkpoint: {path} ({why})", file=sys.stderr)
+        for model_dir in args.ensemble or [args.model_dir]:
+            path, why = default_checkpoint(model_dir)
+            print(f"checkpoint: {path} ({why})", file=sys.stderr)
     translator = load_translator(
-        model=args.model, model_dir=args.model_dir, checkpoint=args.checkpoint,
+        model=args.model, model_dir=args.model_dir, ensemble=args.ensemble,
+        checkpoint=args.checkpoint,
         beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
         n_best=args.n_best, stopping=args.stopping)
     # Lines end at "\n" only (as for the corpus reader and evaluate.py), so N input lines

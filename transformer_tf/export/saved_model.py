@@ -21,6 +21,9 @@ read back by transformer_tf.inference.loading, and holds TF Serving's warm-up re
 (`tf_serving_warmup_requests`, transformer_tf.export.warmup), replayed by TF Serving when
 it loads the version.
 
+Training runs decoded together (`export_ensemble`, a `models.ensemble.Ensemble` of runs
+that share one tokenizer) are exported the same way, with the same signatures.
+
 A parsing model is exported as a `Parser` (transformer_tf.inference.parser) by
 `export_parser`: serving_default (`parse`) takes sentences and returns bracketed trees,
 `translate` the raw linearised output, `translate_ids` the ids.
@@ -55,6 +58,7 @@ from transformer_tf.inference.loading import (
     BPE_MODEL,
     EXPORT_INFO,
     EXTRA_DIR,
+    load_ensemble,
     load_trained,
 )
 from transformer_tf.inference.parser import Parser
@@ -156,11 +160,46 @@ def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = Fals
     overrides it with), unless `ids_only`."""
     check_max_batch_rows(max_batch_rows)
     check_out_dir(out_dir, overwrite, model_dir)  # before the minutes of loading and tracing
-    if parser is None:
-        parser = read_run_config(model_dir).decoding.grammar == "tree" and not ids_only
+    parser = _as_parser(parser, model_dir, ids_only)
     model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
-    translator = Translator(model, tokenizer, run.decoding)
-    info = {"checkpoint": str(path), "preset": run.preset}
+    return _export_loaded(Translator(model, tokenizer, run.decoding), out_dir, overwrite,
+                          {"checkpoint": str(path), "preset": run.preset}, ids_only, parser,
+                          warmup, max_batch_rows, model_dir)
+
+
+def export_ensemble(model_dirs, out_dir, overwrite: bool = False, ids_only: bool = False,
+                    parser: bool | None = None, warmup: bool = True,
+                    max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
+                    **decoding_overrides) -> pathlib.Path:
+    """Export training runs decoded together (`inference.loading.load_ensemble`: one
+    tokenizer, each run at its default checkpoint) as one SavedModel with the signatures
+    of a single model's; the first run's decoding settings where `decoding_overrides` do
+    not replace them. The other arguments are `export_model_dir`'s; `parser` None follows
+    the first run. assets.extra/transformer_tf.json records family "ensemble", the
+    members' configs ("model") and each run's directory and checkpoint ("runs")."""
+    model_dirs = [str(d) for d in model_dirs]
+    check_max_batch_rows(max_batch_rows)
+    # Before the minutes of loading and tracing; `out_dir` inside any run is refused.
+    check_out_dir(out_dir, overwrite, model_dirs[0])
+    parser = _as_parser(parser, model_dirs[0], ids_only)
+    model, tokenizer, run, paths = load_ensemble(model_dirs, **decoding_overrides)
+    info = {"runs": [{"model_dir": d, "checkpoint": str(p)}
+                     for d, p in zip(model_dirs, paths)]}
+    return _export_loaded(Translator(model, tokenizer, run.decoding), out_dir, overwrite,
+                          info, ids_only, parser, warmup, max_batch_rows, model_dirs[0])
+
+
+def _as_parser(parser: bool | None, model_dir, ids_only: bool) -> bool:
+    """Whether to export as a Parser: `parser`, or when None, whether the run was trained
+    to decode with the "tree" grammar (and the export is not ids-only)."""
+    if parser is None:
+        return read_run_config(model_dir).decoding.grammar == "tree" and not ids_only
+    return parser
+
+
+def _export_loaded(translator: Translator, out_dir, overwrite: bool, info: dict,
+                   ids_only: bool, parser: bool, warmup: bool, max_batch_rows: int,
+                   model_dir) -> pathlib.Path:
     if parser:
         return export_parser(Parser(translator), out_dir, overwrite, info=info, warmup=warmup,
                              max_batch_rows=max_batch_rows, model_dir=model_dir)

@@ -66,18 +66,24 @@ def load_translator(model: str | None = None, model_dir: str | None = None,
                     checkpoint: str | None = None, beam_size: int | None = None,
                     alpha: float | None = None, max_extra_length: int | None = None,
                     n_best: int = 1, grammar: str | None = None,
-                    stopping: str | None = None) -> LoadedTranslator:
-    """From a SavedModel directory (`model`) or a training run (`model_dir`).
+                    stopping: str | None = None,
+                    ensemble: Sequence[str] | None = None) -> LoadedTranslator:
+    """From a SavedModel directory (`model`), a training run (`model_dir`) or training
+    runs decoded together (`ensemble`: `loading.load_ensemble`, the first run's search
+    settings).
 
     A SavedModel's own signatures are used when the requested search settings are those it
     was exported with; otherwise the model is rebuilt from its variables with the new ones.
     """
     overrides = dict(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
                      grammar=grammar, stopping=stopping)
-    if (model is None) == (model_dir is None):
-        raise ValueError("give exactly one of a SavedModel directory or a model directory")
-    if model_dir is not None:
-        net, tokenizer, run, _ = loading.load_trained(model_dir, checkpoint, **overrides)
+    if sum(source is not None for source in (model, model_dir, ensemble)) != 1:
+        raise ValueError("give exactly one of a SavedModel directory, a model directory "
+                         "or the run directories of an ensemble")
+    if model_dir is not None or ensemble is not None:
+        net, tokenizer, run, _ = (
+            loading.load_trained(model_dir, checkpoint, **overrides) if model_dir is not None
+            else loading.load_ensemble(ensemble, **overrides))
         return from_translator(Translator(net, tokenizer, run.decoding, n_best=n_best), n_best)
     info = loading.read_export_info(model)
     exported = DecodingConfig.from_config(info["decoding"])

@@ -16,6 +16,7 @@ import pathlib
 from transformer_tf.config import DecodingConfig
 from transformer_tf.data.bpe import make_tokenizer
 from transformer_tf.inference.translator import Translator
+from transformer_tf.models.ensemble import Ensemble, build_ensemble
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir import model_dir as model_dir_lib
@@ -97,6 +98,48 @@ def load_trained(model_dir, checkpoint=None, **decoding_overrides):
     return model, tokenizer, run, path
 
 
+class EnsembleMismatchError(ValueError):
+    """Runs that cannot be decoded together; the message names the run at fault."""
+
+
+def check_ensemble_runs(model_dirs) -> None:
+    """Raises `EnsembleMismatchError` unless the runs in `model_dirs` (at least one) share
+    one tokenizer (the sha256 of their bpe.model files, `model_dir.tokenizer_sha256`) and,
+    where both recorded it, the language pair; the message names the first run that
+    differs from the first one. Reads run configs and tokenizers only (no model)."""
+    if not model_dirs:
+        raise EnsembleMismatchError("--ensemble: give at least one run directory")
+    first, first_run = model_dirs[0], model_dir_lib.read_run_config(model_dirs[0])
+    first_sha = model_dir_lib.tokenizer_sha256(model_dir_lib.read_tokenizer_proto(first))
+    for other in model_dirs[1:]:
+        run = model_dir_lib.read_run_config(other)
+        sha = model_dir_lib.tokenizer_sha256(model_dir_lib.read_tokenizer_proto(other))
+        if sha != first_sha:
+            raise EnsembleMismatchError(
+                f"{other}: its tokenizer (bpe.model sha256 {sha[:12]}...) is not the one of "
+                f"{first} (sha256 {first_sha[:12]}...); ensemble members must share one "
+                "tokenizer (train them on the same prepared data)")
+        for side in ("source_language", "target_language"):
+            mine, theirs = getattr(run, side), getattr(first_run, side)
+            if mine and theirs and mine != theirs:
+                raise EnsembleMismatchError(
+                    f"{other}: its {side.replace('_', ' ')} is {mine!r}, {first}'s is "
+                    f"{theirs!r}; ensemble members must translate the same language pair")
+
+
+def load_ensemble(model_dirs, **decoding_overrides):
+    """(ensemble, tokenizer, run_config, checkpoint paths) of training runs decoded
+    together (`models.ensemble.Ensemble`), each run at its default checkpoint
+    (`default_checkpoint`). The runs are checked first (`check_ensemble_runs`); the
+    decoding settings are the first run's with `decoding_overrides` (None = keep)."""
+    model_dirs = [str(d) for d in model_dirs]
+    check_ensemble_runs(model_dirs)
+    loaded = [load_trained(model_dir, **decoding_overrides) for model_dir in model_dirs]
+    _, tokenizer, run, _ = loaded[0]
+    members, paths = [model for model, *_ in loaded], [path for *_, path in loaded]
+    return Ensemble(members), tokenizer, run, paths
+
+
 def read_export_info(saved_model_dir) -> dict:
     path = pathlib.Path(saved_model_dir) / EXTRA_DIR / EXPORT_INFO
     if not path.exists():
@@ -113,7 +156,9 @@ def model_from_saved_model(saved_model_dir):
     """(model, tokenizer, export_info): the model rebuilt from a SavedModel's variables."""
     saved_model_dir = pathlib.Path(saved_model_dir)
     info = read_export_info(saved_model_dir)
-    if "family" in info:
+    if info.get("family") == Ensemble.family:
+        model = build_ensemble(info["model"])
+    elif "family" in info:
         model = build_model(info["family"], info["model"])
     else:  # exported before the format recorded the family
         model = build_model(DEFAULT_FAMILY, model_dir_lib.upgrade_format_1_model(info["model"]))
