@@ -11,14 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.config import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    DecodingConfig,
-    TrainingConfig,
-    get_preset,
-)
+from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig, TrainingConfig
+from transformer_tf.presets import get_preset
 from transformer_tf.decoding.model_search import search_model
 from transformer_tf.inference.loading import (
     EnsembleMismatchError,
