@@ -113,6 +113,12 @@ class Aligner:
         self.processor = python_processor(tokenizer.model_proto)
         self.layer = layer
 
+    @property
+    def num_layers(self) -> int:
+        """Layers of the model's encoder-decoder attention."""
+        return len(self.model.attention_weights(tf.constant([[EOS_ID]]),
+                                                tf.constant([[BOS_ID]]))["cross"])
+
     def align(self, sources: Sequence[str], targets: Sequence[str],
               batch_size: int = 32) -> list[Alignment]:
         """The alignment of each (source, target) pair, in the input order."""
