@@ -31,6 +31,7 @@ COMMANDS = {
     "transformer-tf-export": "export",
     "transformer-tf-export-ctranslate2": "export_ctranslate2",  # needs ctranslate2 ([bench])
     "transformer-tf-translate": "translate",
+    "transformer-tf-score": "score",
     "transformer-tf-evaluate": "evaluate",
     "transformer-tf-main": "main_job",
     "transformer-tf-variations": "variations",

@@ -18,7 +18,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 EXPECTED = {"transformer-tf-prepare", "transformer-tf-train", "transformer-tf-average",
             "transformer-tf-export", "transformer-tf-export-ctranslate2",
-            "transformer-tf-translate", "transformer-tf-evaluate",
+            "transformer-tf-translate", "transformer-tf-score", "transformer-tf-evaluate",
             "transformer-tf-main", "transformer-tf-variations", "transformer-tf-attention",
             "transformer-tf-parse-job", "transformer-tf-parse", "transformer-tf-evalb"}
 CALL_HELP = r"""

@@ -3,7 +3,7 @@
 setup.py installs them as console entry points (`transformer-tf-prepare` -> prepare_data,
 `-train` -> train, `-average` -> average_checkpoints, `-export` -> export,
 `-export-ctranslate2` -> export_ctranslate2, `-translate` ->
-translate, `-evaluate` -> evaluate, `-main` -> main_job, `-variations` -> variations,
+translate, `-score` -> score, `-evaluate` -> evaluate, `-main` -> main_job, `-variations` -> variations,
 `-attention` -> attention, `-parse-job` -> parse_job, `-parse` -> parse, `-evalb` -> evalb);
 scripts/<module>.py are thin wrappers over the same functions. A command parses its
 arguments before importing TensorFlow (so --help answers at once) and runs inside

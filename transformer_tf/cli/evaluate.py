@@ -5,7 +5,9 @@ Argument parsing only; the work is done by `transformer_tf.evaluation`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
+from transformer_tf.cli.arguments import positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.evaluation import (
     DEFAULT_LANG,
@@ -37,6 +39,7 @@ EPILOG = """\
 examples:
   python scripts/evaluate.py --hyp out.de --ref ../shared/data/multi30k/test_2016_flickr.de.gz
   python scripts/evaluate.py --hyp out.fr --ref ref.fr --lang fr --json
+  python scripts/evaluate.py --hyp new.de --against old.de --ref ref.de   # significance
 
 exit status: 0 on success; 2 on bad arguments or unusable input (missing, non-UTF-8 or
 damaged .gz file, different line counts), with the reason on stderr.
@@ -73,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
         help='print one JSON object instead of text: {"bleu", "chrf", "signature", '
              '"chrf_signature", "bleu_paper_tokenized", "bleu_lowercase_tokenized", their '
              'signatures, counts, and a "scores" object with every label and detail}')
+    parser.add_argument(
+        "--against", metavar="OTHER_HYP",
+        help="another system's output of the same segments: add sacreBLEU's paired "
+             "bootstrap resampling of --hyp against it for BLEU and chrF (p-values, 95%% "
+             "confidence intervals; significant: p < 0.05); in --json, a \"significance\" "
+             "object (docs/scoring.md)")
+    parser.add_argument(
+        "--bootstrap-samples", type=positive_int, default=1000, metavar="N",
+        help="resamples of the paired bootstrap (default %(default)s, sacreBLEU's)")
     console.add_verbose_flag(parser)
     return parser
 
@@ -88,6 +100,11 @@ def _run(parser, args) -> int:
     try:
         report = evaluate_files(args.hyp, args.ref, lang=args.lang,
                                 compound_splitting=args.compound_splitting)
+        if args.against is not None:
+            from transformer_tf.evaluation.significance import compare_files
+
+            report = dataclasses.replace(report, comparison=compare_files(
+                args.hyp, args.against, args.ref, args.bootstrap_samples))
     except (EvaluationInputError, LineCountMismatchError) as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(report.to_json() if args.json else report.format_text())

@@ -8,6 +8,7 @@ Examples:
   python scripts/translate.py --model saved_models/en_de/1 < test.en > test.hyp.de
   python scripts/translate.py --model-dir runs/en_de/model --n-best 4 < in.txt
   python scripts/translate.py --ensemble runs/seed1/model runs/seed2/model < in.txt
+  python scripts/translate.py --model saved_models/en_de/1 --alignments --replace-unk < in.txt
 """
 import argparse
 import logging
@@ -38,12 +39,27 @@ def main(argv=None):
                              "'LINE ||| translation ||| score' lines (N <= beam size)")
     parser.add_argument("--scores", action="store_true",
                         help="append a tab and the score to each translation")
+    parser.add_argument("--alignments", action="store_true",
+                        help="append a tab and the word alignment of each translation, "
+                             "Pharaoh 'i-j' pairs (source word i, target word j, from 0), "
+                             "from the encoder-decoder attention (docs/scoring.md)")
+    parser.add_argument("--alignment-layer", type=positive_int,
+                        help="the attention layer the alignments read, from 1 (default: "
+                             "the penultimate, layer N-1 of N)")
+    parser.add_argument("--replace-unk", action="store_true",
+                        help="replace each unknown word of a translation (the vocabulary's "
+                             "UNK, written ⁇ or <unk>) by the source word aligned with it")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     if args.ensemble and args.checkpoint:
         parser.error("--checkpoint: names one run's checkpoint; with --ensemble each run "
                      "uses its default checkpoint")
+    if args.ensemble and (args.alignments or args.replace_unk):
+        parser.error("--alignments and --replace-unk read one model's attention: give "
+                     "--model or --model-dir, not --ensemble")
+    if (args.alignments or args.replace_unk) and args.n_best > 1:
+        parser.error("--alignments and --replace-unk need --n-best 1")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     with console.session(args.verbose):
         return run_command(_run, args, verbose=args.verbose)
@@ -70,15 +86,26 @@ def _run(args) -> int:
     lines = [strip_newline(raw).decode("utf-8", errors="replace") for raw in sys.stdin.buffer]
     translations, scores = translate_lines(translator, lines, args.batch_size,
                                            progress=not args.quiet)
+    if args.alignments or args.replace_unk:
+        from transformer_tf.inference.alignment import load_aligner
+
+        aligner = load_aligner(args.model, args.model_dir, args.checkpoint,
+                               args.alignment_layer)
+        alignments = aligner.align(lines, [hypotheses[0] for hypotheses in translations])
+        if args.replace_unk:
+            translations = [[alignment.replaced_text()] for alignment in alignments]
     out = sys.stdout
     for number, (hypotheses, row_scores) in enumerate(zip(translations, scores)):
         if args.n_best > 1:
             for text, score in zip(hypotheses, row_scores):
                 out.write(f"{number} ||| {text} ||| {score:.4f}\n")
-        elif args.scores:
-            out.write(f"{hypotheses[0]}\t{row_scores[0]:.4f}\n")
-        else:
-            out.write(hypotheses[0] + "\n")
+            continue
+        fields = [hypotheses[0]]
+        if args.scores:
+            fields.append(f"{row_scores[0]:.4f}")
+        if args.alignments:
+            fields.append(alignments[number].pharaoh())
+        out.write("\t".join(fields) + "\n")
     out.flush()
     return 0
 

@@ -229,6 +229,9 @@ def display_pieces(processor, ids) -> list[str]:
     return [show(int(i)) for i in ids]
 
 
+# How sentencepiece's detokenizer writes UNK (its default unk_surface, " \u2047 ").
+UNK_SURFACE = "\u2047"
+
 # Every character str.splitlines() ends a line at.
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
@@ -343,7 +346,7 @@ class BpeTokenizer(tf.Module):
 
         Args:
           ids: int32/int64 [N, T] dense tensor (e.g. padded model output) or
-            RaggedTensor [N, None]. UNK (1) is rendered as " ⁇ ".
+            RaggedTensor [N, None]. UNK (1) is rendered as " ⁇ " (UNK_SURFACE).
 
         Returns:
           tf.string [N].

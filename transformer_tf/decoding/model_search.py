@@ -48,7 +48,7 @@ class DecoderState(NamedTuple):
     per_beam_grows: bool = False
 
 
-def _forbidden_token_bias(vocab_size: int, token_ids: Sequence[int]) -> tf.Tensor:
+def forbidden_token_bias(vocab_size: int, token_ids: Sequence[int]) -> tf.Tensor:
     """float32 [vocab_size]: -1e9 at `token_ids`, 0 elsewhere (added to every step's logits)."""
     bias = tf.zeros([vocab_size], tf.float32)
     ids = tf.constant(list(token_ids), tf.int32)[:, None]
@@ -130,7 +130,7 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
     # scores, log P). Either way they keep one row per sentence (DecoderState).
     compact = state.per_beam_grows
     closed_over = state.per_sentence
-    forbidden = _forbidden_token_bias(model.target_vocab_size, forbidden_ids)  # once
+    forbidden = forbidden_token_bias(model.target_vocab_size, forbidden_ids)  # once
 
     def model_step(ids, step, per_beam, per_sentence=closed_over):
         logits, new_state = model.decode_step(

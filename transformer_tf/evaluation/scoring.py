@@ -250,6 +250,8 @@ class EvaluationReport:
     num_references: int
     hypothesis_file: str | None = None
     reference_files: tuple[str, ...] = ()
+    # `significance.Comparison` with another system (evaluate --against), or None.
+    comparison: Any = None
 
     def __getitem__(self, key: str) -> Score:
         for score in self.scores:
@@ -276,6 +278,8 @@ class EvaluationReport:
             out["hyp"] = self.hypothesis_file
             out["ref"] = list(self.reference_files)
         out["scores"] = {score.key: score.to_dict() for score in self.scores}
+        if self.comparison is not None:
+            out["significance"] = self.comparison.to_dict()
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -288,6 +292,8 @@ class EvaluationReport:
         for score in self.scores:
             lines.append(f"{score.label}:")
             lines.append(f"  {score.formatted}")
+        if self.comparison is not None:
+            lines.append(self.comparison.format_text())
         return "\n".join(lines)
 
 

@@ -1,11 +1,15 @@
 """SavedModel export for TF Serving.
 
 An export directory `saved_models/<name>/<version>/` holds a SavedModel whose root is a
-`Translator` (transformer_tf.inference.translator) with three signatures:
+`Translator` (transformer_tf.inference.translator) with five signatures:
 
   serving_default  text tf.string [None] -> translation tf.string [None], score float32 [None]
   translate_nbest  text tf.string [None] -> translations tf.string [None, n], scores float32 [None, n]
   translate_ids    source_ids int32 [None, None] -> ids int32 [None, None], length, score
+  score            source, target tf.string [None] -> log_prob float32 [None],
+                   token_scores float32 [None, None], token_ids int32 [None, None],
+                   length int32 [None], truncated bool [None] (forced decoding)
+  score_ids        source_ids, target_ids int32 [None, None] -> the same outputs
 
 The sentencepiece model is embedded in the graph (see BpeTokenizer), so raw text goes in
 and out; loading it needs the tensorflow-text ops registered (TF Serving links them in;
@@ -14,6 +18,7 @@ loaded. The ids-only variant (`ids_only=True`) has no tokenizer in its graph, so
 with core TF ops only can load it:
 
   serving_default, translate_ids   source_ids int32 [None, None] -> ids, length, score
+  score_ids                        source_ids, target_ids int32 [None, None] -> log_prob, ...
 
 and the client tokenizes with `assets.extra/bpe.model` (sentencepiece). `assets.extra/`
 also records the family, model and decoding configuration (`variant`: "text" or "ids"),
@@ -120,12 +125,13 @@ def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
     elif ids_only:
         module = translator.ids_only()
         signatures = {"serving_default": module.translate_ids,
-                      "translate_ids": module.translate_ids}
+                      "translate_ids": module.translate_ids, "score_ids": module.score_ids}
     else:
         module = translator
         signatures = {"serving_default": translator.translate,
                       "translate_nbest": translator.translate_nbest,
-                      "translate_ids": translator.translate_ids}
+                      "translate_ids": translator.translate_ids,
+                      "score": translator.score, "score_ids": translator.score_ids}
     tf.saved_model.save(module, str(tmp), signatures=signatures)
     extra = tmp / EXTRA_DIR
     extra.mkdir()

@@ -36,6 +36,7 @@ from transformer_tf.decoding.model_search import (
     xla_chunk_search,
 )
 from transformer_tf.decoding.search import check_n_best
+from transformer_tf.inference.forced_decoding import forced_scores
 
 
 class IdsTranslator(tf.Module):
@@ -130,6 +131,39 @@ class IdsTranslator(tf.Module):
                 "length": tf.where(empty, 0, result.lengths[:, 0]),
                 "score": tf.where(empty, 0.0, result.scores[:, 0])}
 
+    def check_pairs(self, source, target) -> None:
+        """In a signature: the row limit of `check_rows`, and as many targets as sources
+        (else tf.errors.InvalidArgumentError)."""
+        self.check_rows(source)
+        tf.debugging.assert_equal(
+            tf.shape(source)[0], tf.shape(target)[0],
+            message="score: give one target per source (the two inputs differ in rows)")
+
+    def _score(self, source_ids, target_ids, truncated):
+        """The score signatures' outputs for cleaned ids (`inference.forced_decoding`)."""
+        scores = forced_scores(self.model, source_ids, target_ids)
+        return {"log_prob": scores.log_prob, "token_scores": scores.token_scores,
+                "token_ids": target_ids, "length": scores.lengths, "truncated": truncated}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+                                  tf.TensorSpec([None, None], tf.int32, name="target_ids")])
+    def score_ids(self, source_ids, target_ids):
+        """Forced decoding of given translations, ids in (both sides cleaned by the source
+        rules of `clean_ids`: read up to the first EOS, EOS appended; a target is cut to
+        the model's max_target_length - 1 tokens).
+
+        Returns:
+          {"log_prob": float32 [N] (natural log, EOS included, no length penalty),
+           "token_scores": float32 [N, T] (per scored token; 0 after "length"),
+           "token_ids": int32 [N, T] (the tokens scored: the target's, then EOS; PAD after),
+           "length": int32 [N], "truncated": bool [N] (the target was cut)}.
+        """
+        self.check_pairs(source_ids, target_ids)
+        source_ids, _, _ = self.clean_ids(source_ids)
+        target_ids, truncated, _ = clean_source_ids(
+            target_ids, self.model.target_vocab_size, self.model.max_target_length - 1)
+        return self._score(source_ids, target_ids, truncated)
+
 
 class Translator(IdsTranslator):
     """Raw text to raw text with a trained model; the unit that is exported.
@@ -203,3 +237,29 @@ class Translator(IdsTranslator):
         texts = tf.reshape(self.tokenizer.detokenize(flat_ids), [batch, self.n_best])
         return {"translations": tf.where(empty[:, None], tf.constant(""), texts),
                 "scores": tf.where(empty[:, None], 0.0, result.scores)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="source"),
+                                  tf.TensorSpec([None], tf.string, name="target")])
+    def score(self, source, target):
+        """Forced decoding: the log-probability of each given translation.
+
+        Args:
+          source, target: tf.string [N] each, row n of `target` a translation of row n of
+            `source`; tokenized as `translate` does (a target is cut to the model's
+            max_target_length - 1 pieces, and "truncated" says so).
+
+        Returns:
+          {"log_prob": float32 [N]: log P(target | source), natural log, summed over the
+             target's pieces and EOS, no length penalty;
+           "token_scores": float32 [N, T]: each piece's log-probability, EOS last, 0 after
+             "length" (padded, not ragged: TF Serving returns dense tensors);
+           "token_ids": int32 [N, T]: the pieces scored (map them with
+             assets.extra/bpe.model), EOS last, PAD (0) after;
+           "length": int32 [N]: pieces scored, EOS included;
+           "truncated": bool [N]: the target was longer than the model's positions}.
+        """
+        self.check_pairs(source, target)
+        source_ids, _, _ = self.encode_text(source)
+        target_ids, truncated, _ = encode_sources(self.tokenizer, target,
+                                                  self.model.max_target_length - 1)
+        return self._score(source_ids, target_ids, truncated)

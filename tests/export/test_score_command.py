@@ -1,0 +1,99 @@
+"""transformer-tf-score (`cli.score`) run in this process: from a SavedModel's `score`
+signature (loaded once: loading the export takes seconds) and from a run's checkpoint, pairs on stdin or in two files; what it prints
+agrees with the signature, and bad input ends with one error line naming the file and
+line."""
+import io
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from transformer_tf.cli.score import main
+from transformer_tf.config import EOS_ID
+from transformer_tf.data.bpe import python_processor
+from transformer_tf.inference.forced_decoding import forced_scores
+from transformer_tf.inference.loading import load_trained
+
+PAIRS = [("A man is riding a bicycle.", "Ein Mann fährt Fahrrad."),
+         ("Two dogs play in the snow.", "Zwei Hunde spielen im Schnee."),
+         ("A girl.", "")]
+
+
+def run(argv, capsys, monkeypatch, stdin=b""):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    try:
+        status = main(argv)
+    except SystemExit as stop:
+        status = stop.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def stdin_pairs(pairs):
+    return "".join(f"{s} ||| {t}\n" for s, t in pairs).encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def pair_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("score_pairs")
+    (root / "src.en").write_text("".join(s + "\n" for s, _ in PAIRS), encoding="utf-8")
+    (root / "tgt.de").write_text("".join(t + "\n" for _, t in PAIRS), encoding="utf-8")
+    (root / "short.de").write_text(PAIRS[0][1] + "\n", encoding="utf-8")
+    return root
+
+
+def test_stdin_pairs_print_the_signature_scores(serving_exports, serving_translator, capsys,
+                                                monkeypatch):
+    status, out, err = run(["--model", str(serving_exports["text"]), "--per-token"], capsys,
+                           monkeypatch, stdin_pairs(PAIRS))
+    assert status == 0, err
+    # The exported translator in memory: what the signature computes (test_score_signature).
+    expected = serving_translator.score(tf.constant([s for s, _ in PAIRS]),
+                                        tf.constant([t for _, t in PAIRS]))
+    lines = out.splitlines()
+    assert len(lines) == len(PAIRS)
+    for row, line in enumerate(lines):
+        total, per_token = line.split("\t")
+        assert float(total) == pytest.approx(float(expected["log_prob"][row]), abs=1e-4)
+        fields = per_token.split(" ")
+        pieces, values = fields[0::2], [float(v) for v in fields[1::2]]
+        assert pieces[-1] == "</s>" and len(pieces) == int(expected["length"][row])
+        assert sum(values) == pytest.approx(float(total), abs=1e-3)
+    assert lines[2].split("\t")[1].startswith("</s> ")  # an empty target: EOS alone
+
+
+def test_files_from_a_run_directory_score_the_pieces(tiny_run, pair_files, capsys,
+                                                    monkeypatch):
+    status, out, err = run(["--model-dir", str(tiny_run), "--batch-size", "2", "--src",
+                            str(pair_files / "src.en"), "--tgt", str(pair_files / "tgt.de")],
+                           capsys, monkeypatch)
+    assert status == 0, err
+    # Independently: the run's model on the pieces sentencepiece gives, one pair at a time.
+    model, tokenizer, _, _ = load_trained(tiny_run)
+    processor = python_processor(tokenizer.model_proto)
+    expected = [float(forced_scores(model, [processor.encode(s) + [EOS_ID]],
+                                    [processor.encode(t) + [EOS_ID]]).log_prob[0])
+                for s, t in PAIRS]
+    np.testing.assert_allclose([float(v) for v in out.split()], expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["no_separator", "count_mismatch", "target_too_long",
+                                  "one_file"])
+def test_bad_input_is_one_error_line_naming_file_and_line(case, tiny_run, pair_files, capsys,
+                                                          monkeypatch):
+    model = ["--model-dir", str(tiny_run)]
+    argv, stdin, named = {
+        "no_separator": (model, b"A dog. ||| Ein Hund.\nA cat without a target\n",
+                         "<stdin>: line 2"),
+        "count_mismatch": (model + ["--src", str(pair_files / "src.en"), "--tgt",
+                                    str(pair_files / "short.de")], b"",
+                           f"{pair_files / 'src.en'}: line 2"),
+        "target_too_long": (model, stdin_pairs(PAIRS[:1] + [("A dog.", "ein " * 40)]),
+                            "<stdin>: line 2: the target is longer"),
+        "one_file": (model + ["--src", str(pair_files / "src.en")], b"", "--tgt"),
+    }[case]
+    status, out, err = run(argv, capsys, monkeypatch, stdin)
+    assert status == 2 and out == ""
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and named in errors[0], err
