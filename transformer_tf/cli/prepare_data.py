@@ -92,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reject-control-characters", action="store_true",
                         help="refuse a corpus whose lines hold NUL or other control "
                              "characters (default: keep them, with a warning counting them)")
+    parser.add_argument("--tokenizer", metavar="FILE",
+                        help="use this sentencepiece model (e.g. a run's MDIR/bpe.model) "
+                             "instead of training one, to fine-tune that run on this corpus "
+                             "(train --init-from); give the --subword and --normalization it "
+                             "was trained with")
     parser.add_argument("--quiet", action="store_true", help="log warnings only")
     console.add_verbose_flag(parser)
     return parser
@@ -142,6 +147,7 @@ def _run(args) -> int:
             download=not args.no_download,
             files=files,
             reject_control_characters=args.reject_control_characters,
+            tokenizer=args.tokenizer,
         )
     except (CorpusError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

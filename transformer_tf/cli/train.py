@@ -6,11 +6,19 @@ status 2) naming the holder (pid, host, start time).
 Example (or the installed command transformer-tf-train with the same arguments):
   python scripts/train.py --data runs/multi30k_en_de/data --preset multi30k \\
       --model-dir runs/multi30k_en_de/model --max-minutes 30
+
+Fine-tuning: a new run from another run's weights, on data prepared with its tokenizer:
+  python scripts/prepare_data.py --dataset files --src en --tgt de --train-src in.en \\
+      --train-tgt in.de --tokenizer runs/multi30k_en_de/model/bpe.model --out runs/domain/data
+  python scripts/train.py --data runs/domain/data --init-from runs/multi30k_en_de/model \\
+      --model-dir runs/domain/model --max-steps 2000
 """
 import argparse
 import dataclasses
 import json
 import logging
+import pathlib
+import sys
 
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
@@ -31,6 +39,11 @@ def main(argv=None):
     parser.add_argument("--model-dir",
                         help="(required to train) where checkpoints, TensorBoard logs and run_config.json go; "
                              "an existing run there is resumed")
+    parser.add_argument("--init-from", metavar="MDIR_OR_CKPT",
+                        help="fine-tune: start this NEW run from another run's weights (its "
+                             "default checkpoint, or the checkpoint prefix given) with a "
+                             "fresh optimizer and schedule; same model and tokenizer "
+                             "required (default --preset: the source run's)")
     plan = parser.add_argument_group("how long (one of --max-steps/--epochs; --max-minutes "
                                      "alone or as a cap; none: the preset's step plan, "
                                      "base 100k, big 300k)")
@@ -79,6 +92,7 @@ def _run(parser, args) -> int:
         split_cpu(args.cpu_devices)
     from transformer_tf.training.fit import TrainOptions, train
 
+    init_from = _fine_tuning_source(args) if args.init_from else None
     choice = resolve_model_flags(parser, args)
     args.preset, training_overrides = choice.preset, choice.training_overrides
     args.data = args.data or choice.data_dir
@@ -104,8 +118,24 @@ def _run(parser, args) -> int:
         max_minutes=args.max_minutes, eval_every=args.eval_every, log_every=args.log_every,
         strategy=args.strategy, devices=args.devices, precision=args.precision,
         jit_compile=args.xla, validation_sentences=args.validation_sentences,
-        verbose=0 if args.quiet else 1)
+        verbose=0 if args.quiet else 1, init_from=init_from)
     result = train(options)
     print(json.dumps(dataclasses.asdict(result), indent=2))
     return 0
+
+
+def _fine_tuning_source(args) -> str:
+    """The checkpoint prefix --init-from names (a run directory: its default checkpoint,
+    said on stderr); without --preset or --model, args.preset becomes the source run's."""
+    from transformer_tf.inference.loading import default_checkpoint
+    from transformer_tf.rundir import init_source
+    from transformer_tf.rundir.model_dir import read_run_config
+
+    checkpoint = args.init_from
+    if pathlib.Path(checkpoint).is_dir():
+        checkpoint, why = default_checkpoint(checkpoint)
+        print(f"init from: {checkpoint} ({why})", file=sys.stderr)
+    if args.preset is None and args.model is None:
+        args.preset = read_run_config(init_source.source_run_dir(checkpoint)).preset
+    return checkpoint
 

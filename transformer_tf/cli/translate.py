@@ -4,11 +4,16 @@ From an exported SavedModel (--model) or a training run (--model-dir, averaged c
 if present). Sentences are batched by length; a progress bar goes to stderr. Inputs longer
 than the model's positions are truncated, with a warning naming the line.
 
+Files of any size: --src FILE and --output FILE read lazily and write as they go, in
+input order, with bounded memory; after a kill, --resume keeps the complete lines written
+and translates the rest.
+
 Examples:
   python scripts/translate.py --model saved_models/en_de/1 < test.en > test.hyp.de
   python scripts/translate.py --model-dir runs/en_de/model --n-best 4 < in.txt
   python scripts/translate.py --ensemble runs/seed1/model runs/seed2/model < in.txt
   python scripts/translate.py --model saved_models/en_de/1 --alignments --replace-unk < in.txt
+  python scripts/translate.py --model saved_models/en_de/1 --src big.en --output big.de [--resume]
 """
 import argparse
 import logging
@@ -49,6 +54,20 @@ def main(argv=None):
     parser.add_argument("--replace-unk", action="store_true",
                         help="replace each unknown word of a translation (the vocabulary's "
                              "UNK, written ⁇ or <unk>) by the source word aligned with it")
+    files = parser.add_argument_group("files (stdin and stdout otherwise)")
+    files.add_argument("--src", metavar="FILE",
+                       help="read this file (.gz too) lazily instead of stdin: memory stays "
+                            "bounded whatever its size")
+    files.add_argument("--output", metavar="FILE",
+                       help="write here instead of stdout, a window at a time (flushed and "
+                            "synced to disk); an existing file is refused unless --resume")
+    files.add_argument("--resume", action="store_true",
+                       help="continue an --output an interrupted run left: its complete "
+                            "lines are kept (a partial last line is cut) and the input lines "
+                            "they translate are skipped")
+    files.add_argument("--window", type=positive_int,
+                       help="with --src or --output: input lines read and sorted by length "
+                            "together (default: 16 x --batch-size)")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
@@ -60,6 +79,11 @@ def main(argv=None):
                      "--model or --model-dir, not --ensemble")
     if (args.alignments or args.replace_unk) and args.n_best > 1:
         parser.error("--alignments and --replace-unk need --n-best 1")
+    if args.resume and not args.output:
+        parser.error("--resume needs --output (the file to continue)")
+    if (args.alignments or args.replace_unk) and (args.src or args.output):
+        parser.error("--alignments and --replace-unk read stdin and write stdout: drop "
+                     "--src/--output")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     with console.session(args.verbose):
         return run_command(_run, args, verbose=args.verbose)
@@ -68,9 +92,18 @@ def main(argv=None):
 def _run(args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.data.textio import strip_newline
     from transformer_tf.inference.batch import load_translator, translate_lines
+    from transformer_tf.inference.streaming import (
+        OutputFormat,
+        check_output,
+        source_lines,
+        translate_file,
+    )
 
+    output_format = OutputFormat(n_best=args.n_best, scores=args.scores)
+    streaming = args.src is not None or args.output is not None
+    # Before the model loads: an existing --output is refused or resumed at once.
+    skip = check_output(args.src, args.output, args.resume, output_format) if streaming else 0
     if not (args.model or args.checkpoint):
         from transformer_tf.inference.loading import default_checkpoint
         for model_dir in args.ensemble or [args.model_dir]:
@@ -81,9 +114,14 @@ def _run(args) -> int:
         checkpoint=args.checkpoint,
         beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
         n_best=args.n_best, stopping=args.stopping)
+    if streaming:
+        translate_file(translator, args.src, args.output, skip=skip,
+                       batch_size=args.batch_size, window=args.window or 16 * args.batch_size,
+                       output_format=output_format, progress=not args.quiet)
+        return 0
     # Lines end at "\n" only (as for the corpus reader and evaluate.py), so N input lines
     # give N output lines; invalid UTF-8 becomes U+FFFD rather than an error.
-    lines = [strip_newline(raw).decode("utf-8", errors="replace") for raw in sys.stdin.buffer]
+    lines = list(source_lines(sys.stdin.buffer))
     translations, scores = translate_lines(translator, lines, args.batch_size,
                                            progress=not args.quiet)
     if args.alignments or args.replace_unk:
@@ -96,16 +134,10 @@ def _run(args) -> int:
             translations = [[alignment.replaced_text()] for alignment in alignments]
     out = sys.stdout
     for number, (hypotheses, row_scores) in enumerate(zip(translations, scores)):
-        if args.n_best > 1:
-            for text, score in zip(hypotheses, row_scores):
-                out.write(f"{number} ||| {text} ||| {score:.4f}\n")
-            continue
-        fields = [hypotheses[0]]
-        if args.scores:
-            fields.append(f"{row_scores[0]:.4f}")
-        if args.alignments:
-            fields.append(alignments[number].pharaoh())
-        out.write("\t".join(fields) + "\n")
+        line = output_format.format(number, hypotheses, row_scores)
+        if args.alignments:  # (--n-best 1: one line)
+            line = f"{line[:-1]}\t{alignments[number].pharaoh()}\n"
+        out.write(line)
     out.flush()
     return 0
 

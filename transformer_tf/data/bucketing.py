@@ -47,6 +47,12 @@ def bucket_boundaries(max_length: int, min_length: int = 8, growth: float = 1.1)
     return tuple(boundaries)
 
 
+def smallest_budget(max_length: int, num_replicas: int = 1) -> int:
+    """The smallest tokens_per_batch that `bucket_batch_sizes` accepts for buckets up to
+    `max_length`: one sentence of the longest bucket per replica."""
+    return max_length * num_replicas
+
+
 def bucket_batch_sizes(
     boundaries, tokens_per_batch: int, num_replicas: int = 1, batch_multiple: int = 8
 ) -> tuple[int, ...]:

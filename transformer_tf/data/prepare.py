@@ -91,6 +91,7 @@ def prepare_corpus(
     max_length: int | None = None,
     inputs: dict | None = None,
     reject_control_characters: bool = False,
+    tokenizer=None,
 ) -> PreparedData:
     """Checks `corpus`, trains the shared BPE model, writes a prepared directory.
 
@@ -104,6 +105,9 @@ def prepare_corpus(
         (default: the absolute paths of the corpus files).
       reject_control_characters: refuse the corpus (ControlCharacterError) if a line
         holds NUL or another control character, instead of a warning that counts them.
+      tokenizer: the path of an existing sentencepiece model (e.g. a run's bpe.model) to
+        use instead of training one, so that a run can be fine-tuned on this corpus
+        (`train --init-from`); `bpe_options` must then describe how it was trained.
 
     Returns:
       The PreparedData, as `load_prepared(out_dir)` would return it.
@@ -112,6 +116,13 @@ def prepare_corpus(
       LineCountMismatchError, InvalidUtf8Error, CorpusError: bad input, before any output.
     """
     out_dir = Path(out_dir)
+    # Read (and parsed) before anything is written: a wrong path fails at once.
+    given_proto = Path(tokenizer).read_bytes() if tokenizer is not None else None
+    if given_proto is not None:
+        try:
+            bpe_lib.python_processor(given_proto)
+        except RuntimeError as error:
+            raise CorpusError(f"{tokenizer}: not a sentencepiece model ({error})") from None
     counts = {}
     for split, files in corpus.splits.items():
         counts[split] = files.check(reject_control_characters)
@@ -146,9 +157,13 @@ def prepare_corpus(
     staged = ParallelFiles(out_dir / f".train.{src}.tmp", out_dir / f".train.{tgt}.tmp")
     _write_pairs(non_empty(iter_parallel_lines(*train_in)), staged)
 
-    # 2. Shared BPE model on both sides.
-    both_sides = itertools.chain(iter_lines(staged.source), iter_lines(staged.target))
-    model_proto = bpe_lib.train_subword_model(both_sides, bpe_options)
+    # 2. Shared BPE model on both sides (or the one given).
+    if given_proto is not None:
+        model_proto = given_proto
+        logger.info("using the tokenizer %s (not training one)", tokenizer)
+    else:
+        both_sides = itertools.chain(iter_lines(staged.source), iter_lines(staged.target))
+        model_proto = bpe_lib.train_subword_model(both_sides, bpe_options)
     model_path = bpe_lib.save_model(model_proto, out_dir / BPE_FILE)
     processor = bpe_lib.python_processor(model_proto)
 
@@ -195,6 +210,7 @@ def prepare_corpus(
             "seed": bpe_options.seed,
             "user_defined_symbols": list(bpe_options.user_defined_symbols),
             "sha256": sha256_of_raw_file(model_path),
+            **({"copied_from": str(Path(tokenizer).resolve())} if tokenizer is not None else {}),
         },
         "splits": {
             split: {
@@ -235,6 +251,7 @@ def prepare_dataset(
     download: bool = True,
     files: dict | None = None,
     reject_control_characters: bool = False,
+    tokenizer=None,
 ) -> PreparedData:
     """Prepares a named dataset into `out_dir` (what `scripts/prepare_data.py` runs).
 
@@ -245,7 +262,7 @@ def prepare_dataset(
         (source_path, target_path); "train" is required).
       source_language, target_language: the translation direction.
       out_dir: the prepared directory to write.
-      bpe_options, max_length, reject_control_characters: see `prepare_corpus`.
+      bpe_options, max_length, reject_control_characters, tokenizer: see `prepare_corpus`.
       data_dir, download: where the corpus is, and whether it may be downloaded.
     """
     out_dir = Path(out_dir)
@@ -270,7 +287,7 @@ def prepare_dataset(
         raise CorpusError(f"unknown dataset {dataset!r}; choose one of {DATASETS}")
     try:
         return prepare_corpus(corpus, out_dir, bpe_options, max_length, inputs,
-                              reject_control_characters)
+                              reject_control_characters, tokenizer)
     finally:
         if staging is not None:
             for path in staging.glob("*"):

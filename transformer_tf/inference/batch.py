@@ -109,22 +109,42 @@ def batch_rows(batch_size: int, max_batch_rows: int) -> int:
     return min(batch_size, max_batch_rows) if max_batch_rows > 0 else batch_size
 
 
+def translate_splitting(translate_batch: BatchFn, lines: list) -> tuple[list, np.ndarray]:
+    """`translate_batch(lines)`; a batch that does not fit in memory
+    (tf.errors.ResourceExhaustedError) is translated as its two halves instead, each split
+    again while it does not fit, down to one line (which then raises). Same outputs:
+    (per line its hypotheses, scores float [len(lines), n_best])."""
+    try:
+        return translate_batch(lines)
+    except tf.errors.ResourceExhaustedError:
+        if len(lines) == 1:
+            raise
+    half = len(lines) // 2
+    logger.warning("a batch of %d sentences did not fit in memory: translating it as %d and "
+                   "%d", len(lines), half, len(lines) - half)
+    first_texts, first_scores = translate_splitting(translate_batch, lines[:half])
+    rest_texts, rest_scores = translate_splitting(translate_batch, lines[half:])
+    return list(first_texts) + list(rest_texts), np.concatenate([first_scores, rest_scores])
+
+
 def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_size: int = 64,
-                    progress: bool = True) -> tuple[list[list[str]], np.ndarray]:
+                    progress: bool = True, first_line: int = 1
+                    ) -> tuple[list[list[str]], np.ndarray]:
     """Translate `lines` in batches of similar length; results in the input order.
 
     Blank lines (`source_text.is_blank`: empty, or only Unicode whitespace, control and
     format characters) give "" with score 0 without reaching the model. A batch is at most
-    the translator's `max_batch_rows` (an export's request limit), whatever `batch_size`. Lines longer than
+    the translator's `max_batch_rows` (an export's request limit), whatever `batch_size`;
+    one that does not fit in memory is split (`translate_splitting`). Lines longer than
     the model's positions are truncated by the model; each is reported with its line
-    number (1-based) as a warning.
+    number (`first_line` for lines[0]) as a warning.
 
     Returns:
       (translations: per line a list of n_best strings, scores float [len(lines), n_best]).
     """
     processor = python_processor(translator.bpe_model_proto)
     lengths = [len(processor.encode(line)) for line in lines]
-    for number, length in enumerate(lengths, start=1):
+    for number, length in enumerate(lengths, start=first_line):
         if length > translator.max_source_tokens:
             logger.warning("line %d: %d BPE tokens, truncated to the model's %d", number,
                            length, translator.max_source_tokens)
@@ -136,7 +156,8 @@ def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_si
     with tqdm(total=len(lines), unit="sent", disable=not progress, file=sys.stderr) as bar:
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
-            texts, chunk_scores = translator.translate_batch([lines[i] for i in chunk])
+            texts, chunk_scores = translate_splitting(translator.translate_batch,
+                                                      [lines[i] for i in chunk])
             for row, index in enumerate(chunk):
                 outputs[index] = texts[row]
                 scores[index] = chunk_scores[row]

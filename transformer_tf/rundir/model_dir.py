@@ -51,15 +51,20 @@ class RunConfig:
     source_language: str = ""
     target_language: str = ""  # "tree" for parsing
     tokenizer_sha256: str = ""
+    # A fine-tuned run's origin (`rundir.init_source.InitSource.get_config()`): the source
+    # run, checkpoint, step and checkpoint sha256; None for a run trained from scratch.
+    init_from: dict | None = None
 
     def to_json(self) -> str:
-        return json.dumps({
+        fields = {
             "format": FORMAT_VERSION, "family": self.family, "preset": self.preset,
             "data_dir": self.data_dir, "model": self.model.get_config(),
             "training": self.training.get_config(), "decoding": self.decoding.get_config(),
             "source_language": self.source_language, "target_language": self.target_language,
-            "tokenizer_sha256": self.tokenizer_sha256},
-            indent=2, sort_keys=True)
+            "tokenizer_sha256": self.tokenizer_sha256}
+        if self.init_from is not None:
+            fields["init_from"] = self.init_from
+        return json.dumps(fields, indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, source: str = "run config") -> "RunConfig":
@@ -75,7 +80,8 @@ class RunConfig:
                        data_dir=raw["data_dir"], preset=raw["preset"], family=family,
                        source_language=raw.get("source_language", ""),
                        target_language=raw.get("target_language", ""),
-                       tokenizer_sha256=raw.get("tokenizer_sha256", ""))
+                       tokenizer_sha256=raw.get("tokenizer_sha256", ""),
+                       init_from=raw.get("init_from"))
         except (KeyError, ValueError, TypeError) as error:
             raise ValueError(f"{source}: not a valid run configuration ({error})") from error
 
@@ -206,6 +212,12 @@ def _identity(run: RunConfig, tokenizer: str) -> dict:
             "tokenizer sha256": tokenizer}
 
 
+def _differences(old: dict, new: dict, skipped=frozenset()) -> list[str]:
+    """Sorted keys of the fields (not in `skipped`) on which two identities differ."""
+    return sorted(k for k in old.keys() | new.keys()
+                  if k not in skipped and old.get(k) != new.get(k))
+
+
 def check_resumable(existing: RunConfig, requested: RunConfig, model_dir,
                     existing_tokenizer_sha256: str | None = None) -> None:
     """A run resumes only as the run it is: the same family and model fields (derived
@@ -218,8 +230,7 @@ def check_resumable(existing: RunConfig, requested: RunConfig, model_dir,
     new = _identity(requested, requested.tokenizer_sha256)
     unrecorded = {k for k in ("source language", "target language", "tokenizer sha256")
                   if not old[k]}
-    differing = sorted(k for k in old.keys() | new.keys()
-                       if k not in unrecorded and old.get(k) != new.get(k))
+    differing = _differences(old, new, unrecorded)
     if differing:
         details = "; ".join(f"{k}: the run's {old.get(k)!r}, requested {new.get(k)!r}"
                             for k in differing)
@@ -238,3 +249,26 @@ def check_resume_in(model_dir, requested: RunConfig) -> bool:
     held = tokenizer_sha256(path.read_bytes()) if path.exists() else None
     check_resumable(existing, requested, model_dir, held)
     return True
+
+
+def check_same_model(source: RunConfig, requested: RunConfig, source_dir,
+                     source_tokenizer_sha256: str, requested_tokenizer) -> None:
+    """A run fine-tuned from `source` (in `source_dir`) keeps its model: the same family,
+    model fields (derived sizes resolved) and tokenizer (the sha256 of the source run's
+    tokenizer file against that of `requested_tokenizer`, the new data's file); the
+    language pair, training knobs and data may change. Raises `RunMismatchError` naming
+    every field that differs with both values (the two tokenizer files for the tokenizer).
+    """
+    old = _identity(source, source_tokenizer_sha256)
+    new = _identity(requested, requested.tokenizer_sha256)
+    differing = _differences(old, new, {"source language", "target language"})
+    if not differing:
+        return
+    details = "; ".join(
+        f"tokenizer: {tokenizer_path(source_dir)} (sha256 {old[k][:12]}...) is not "
+        f"{requested_tokenizer} (sha256 {new[k][:12]}...)" if k == "tokenizer sha256" else
+        f"{k}: the source's {old.get(k)!r}, requested {new.get(k)!r}" for k in differing)
+    raise RunMismatchError(
+        f"cannot fine-tune from {source_dir}: the new run differs from it ({details}); "
+        "nothing was written. Prepare the new data with the source run's tokenizer, and "
+        "give the source's preset and --model-option values")

@@ -5,6 +5,14 @@ repeated, seeded dataset; after each one it computes the validation loss (and, w
 validation callback is given, BLEU on a dev subset). A killed run restarts from its last
 checkpoint: same step count and optimizer state, and the same data position (the seeded
 dataset is replayed and the batches already consumed are skipped).
+
+Fine-tuning (`TrainOptions.init_from`): a new run starts from another run's checkpoint
+with a fresh optimizer, schedule and step count (`rundir.init_source`).
+
+Out of memory: when a training batch does not fit (tf.errors.ResourceExhaustedError),
+the current state is saved as a checkpoint, the token budget is halved (not below the
+smallest one that holds a longest sentence per replica; `rundir.batch_budget` records it)
+and the run resumes from that checkpoint with batches built for the new budget.
 """
 from __future__ import annotations
 
@@ -19,13 +27,14 @@ import keras
 import tensorflow as tf
 
 from transformer_tf.config import ConfigError, TrainingConfig
+from transformer_tf.data.bucketing import smallest_budget
 from transformer_tf.presets import get_preset
 from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
 from transformer_tf.data.prepared import load_prepared
 from transformer_tf.data.transforms import DropCounter
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
-from transformer_tf.rundir import checkpoints
+from transformer_tf.rundir import batch_budget, checkpoints, init_source
 from transformer_tf.rundir import model_dir as model_dir_lib
 from transformer_tf.rundir.lock import hold_run
 from transformer_tf.training import averaging
@@ -47,6 +56,21 @@ logger = logging.getLogger(__name__)
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the message gives the step."""
+
+
+class _BudgetLowered(Exception):
+    """Control flow of `train`: a batch did not fit, the state was saved and the run
+    goes on from it with `options` (a lower token budget)."""
+
+    def __init__(self, options: TrainOptions):
+        super().__init__()
+        self.options = options
+
+
+def run_fit(model, *args, **kwargs):
+    """`model.fit(*args, **kwargs)`: the one call that trains (tests replace it to inject
+    allocator failures)."""
+    return model.fit(*args, **kwargs)
 
 
 @dataclasses.dataclass
@@ -77,6 +101,9 @@ class TrainOptions:
     jit_compile: bool = False
     validation_sentences: int = 200
     verbose: int = 1
+    # Fine-tuning: the checkpoint prefix (of another run's directory) a NEW run starts
+    # from; its model must be this run's (same family, model fields and tokenizer).
+    init_from: str | None = None
 
 
 @dataclasses.dataclass
@@ -92,6 +119,8 @@ class TrainResult:
     precision: str = "float32"  # the dtype policy used
     precision_reason: str = ""
     trained_seconds: float = 0.0  # the run's training time in all, up to its last checkpoint
+    init_from: dict | None = None  # a fine-tuned run's origin (rundir.init_source)
+    tokens_per_batch: int = 0  # the token budget the run ended with
 
 
 def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
@@ -177,12 +206,103 @@ def count_batches(dataset: tf.data.Dataset) -> int:
 
 
 def train(options: TrainOptions) -> TrainResult:
-    """Train (or resume) the run in `options.model_dir`; returns where it stopped.
+    """Train (or resume, or fine-tune) the run in `options.model_dir`; returns where it
+    stopped.
 
     The chief holds MDIR's `RunLock` while it trains: another run there raises
-    `rundir.lock.RunLockedError` at once."""
+    `rundir.lock.RunLockedError` at once. A batch that does not fit in memory lowers the
+    token budget and training goes on (module docstring); below the smallest budget it
+    raises tf.errors.ResourceExhaustedError with a message saying what to change."""
     with contextlib.ExitStack() as held_until_the_end:
-        return _train(options, held_until_the_end)
+        while True:
+            try:
+                return _train(options, held_until_the_end)
+            except _BudgetLowered as lowered:  # the lock stays held (hold_run nests)
+                options = lowered.options
+
+
+def _with_recorded_budget(run, options: TrainOptions, model_dir):
+    """`run` with the token budget MDIR lowered earlier, unless `options` set one."""
+    record = batch_budget.read_budget(model_dir)
+    if record is None or "tokens_per_batch" in options.training_overrides:
+        return run
+    logger.warning("tokens_per_batch %d instead of %d: the run lowered it when a batch did "
+                   "not fit in memory (%s)", record["tokens_per_batch"],
+                   run.training.tokens_per_batch, batch_budget.budget_path(model_dir))
+    return dataclasses.replace(
+        run, training=run.training.replace(tokens_per_batch=int(record["tokens_per_batch"])))
+
+
+def _init_source(options: TrainOptions, model_dir, run, prepared):
+    """The checkpoint this run starts from (`init_source.InitSource`), or None: the one
+    `options.init_from` names (checked against the run: same model and tokenizer), else
+    the one a fine-tuned run recorded, if it has no checkpoint of its own yet."""
+    has_checkpoints = bool(checkpoints.checkpoints_on_disk(model_dir))
+    if options.init_from is None:
+        config_path = pathlib.Path(model_dir) / model_dir_lib.RUN_CONFIG
+        recorded = (model_dir_lib.read_run_config(model_dir).init_from
+                    if config_path.exists() else None)
+        if recorded is None:
+            return None
+        source = init_source.InitSource.from_config(recorded)
+        if not has_checkpoints:
+            init_source.check_unchanged(source)
+        return source
+    if has_checkpoints:
+        raise ValueError(f"{model_dir} already has checkpoints: --init-from starts a new run. "
+                         "Run without --init-from to resume it, or give a new --model-dir")
+    if pathlib.Path(options.init_from).is_dir():
+        raise ValueError(f"{options.init_from} is a directory: name a checkpoint prefix "
+                         "(the train command picks a run directory's default checkpoint)")
+    source = init_source.describe(options.init_from)
+    source_run = model_dir_lib.read_run_config(source.model_dir)
+    model_dir_lib.check_same_model(
+        source_run, run, source.model_dir,
+        model_dir_lib.tokenizer_sha256(model_dir_lib.read_tokenizer_proto(source.model_dir)),
+        prepared.bpe_model_path)
+    return source
+
+
+def _lower_budget(error, options: TrainOptions, run, model_dir, strategy, step: int,
+                  save_state, chief: bool) -> _BudgetLowered:
+    """After a batch did not fit in memory at `step`: saves the state (`save_state()`),
+    records and logs the halved budget and returns the `_BudgetLowered` to raise; raises
+    tf.errors.ResourceExhaustedError when the budget cannot go lower (or with several
+    workers, which would have to agree on it)."""
+    old = run.training.tokens_per_batch
+    floor = smallest_budget(run.training.max_length, strategy.num_replicas_in_sync)
+    new = max(old // 2, floor)
+    reason = (error.message or str(error)).strip().splitlines()[0]
+    if is_multi_worker(strategy):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"a training batch of tokens_per_batch={old} does not fit in memory "
+                        f"at step {step} ({reason}); with several workers the budget is not "
+                        "lowered automatically: give a smaller --tokens-per-batch")
+    if new >= old:
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"{model_dir}: a training batch does not fit in memory even with "
+                        f"tokens_per_batch={old}, the smallest that holds "
+                        f"{strategy.num_replicas_in_sync} sentence(s) of max_length "
+                        f"{run.training.max_length} ({reason}); lower max_length "
+                        "(--training-option max_length=N), train a smaller model or use a "
+                        "device with more memory")
+    save_state()
+    if chief:
+        batch_budget.record_lowered(model_dir, step, old, new, reason)
+    logger.warning("a training batch did not fit in memory at step %d (%s): tokens_per_batch "
+                   "lowered from %d to %d (recorded in %s); going on from step %d", step,
+                   reason, old, new, batch_budget.budget_path(model_dir), step)
+    # The run goes on as a resume: a fine-tuned run's origin is in its run_config.json.
+    return _BudgetLowered(dataclasses.replace(
+        options, training_overrides={**options.training_overrides, "tokens_per_batch": new},
+        init_from=None))
+
+
+def _save_if_started(checkpoint_callback) -> None:
+    """A checkpoint of the current state, if `fit` got as far as giving the callback its
+    model (else the state is the restored one, already on disk)."""
+    if checkpoint_callback.model is not None:
+        checkpoint_callback.on_train_end()
 
 
 def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> TrainResult:
@@ -208,7 +328,10 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     chief = is_chief(strategy)
     if chief:  # the lock first: nothing is read to decide, or written, without it
         held_until_the_end.enter_context(hold_run(model_dir, create=True))
+    run = _with_recorded_budget(run, options, model_dir)
     resuming = model_dir_lib.check_resume_in(model_dir, run)
+    source = _init_source(options, model_dir, run, prepared)
+    run = dataclasses.replace(run, init_from=source.get_config() if source else None)
     if chief:
         checkpoints.remove_interrupted_saves(model_dir)
         if resuming:
@@ -244,6 +367,10 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     if start_step:
         logger.info("resuming from %s at step %d (%.1f min of training so far)",
                     manager.latest_checkpoint, start_step, seconds_before / 60.0)
+    elif source is not None:  # fine-tuning: the source's weights, a fresh optimizer
+        checkpoints.load_weights(model.network, source.checkpoint)
+        logger.info("fine-tuning from %s (step %s of %s)", source.checkpoint, source.step,
+                    source.model_dir)
 
     def dataset(split, repeat, shuffle, drop_counter=None):
         return make_training_dataset(
@@ -298,11 +425,15 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     elif start_step < planned_steps:
         # An "epoch" is eval_every steps; one more than planned leaves room for steps
         # that loss scaling skips (StopAtStep ends the run at the planned step).
-        model.fit(
-            train_data, epochs=math.ceil(planned_steps / eval_every) + 1,
-            initial_epoch=start_step // eval_every, steps_per_epoch=eval_every,
-            validation_data=validation_data, callbacks=callbacks,
-            verbose=0 if time_only else options.verbose)
+        try:
+            run_fit(model, train_data, epochs=math.ceil(planned_steps / eval_every) + 1,
+                    initial_epoch=start_step // eval_every, steps_per_epoch=eval_every,
+                    validation_data=validation_data, callbacks=callbacks,
+                    verbose=0 if time_only else options.verbose)
+        except tf.errors.ResourceExhaustedError as error:
+            raise _lower_budget(error, options, run, model_dir, strategy,
+                                int(model.optimizer.iterations.numpy()),
+                                lambda: _save_if_started(checkpoint_callback), chief) from None
     if nan_stop.nan_step is not None:
         raise TrainingDiverged(
             f"training diverged: the loss became NaN at step {nan_stop.nan_step}; the last "
@@ -319,4 +450,5 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                        stopped_by=stopped_by, seconds=time.monotonic() - started,
                        start_step=start_step, precision=precision,
                        precision_reason=precision_reason,
-                       trained_seconds=float(trained_seconds.numpy()))
+                       trained_seconds=float(trained_seconds.numpy()), init_from=run.init_from,
+                       tokens_per_batch=run.training.tokens_per_batch)
