@@ -14,6 +14,7 @@ Examples:
   python scripts/main_job.py --model convs2s                # the same with ConvS2S
   python scripts/main_job.py --tgt fr --train-minutes 120   # En->Fr, two hours
   python scripts/main_job.py --epochs 30 --train-minutes 0  # an epoch budget instead
+  python scripts/main_job.py --recipe preset                # the preset's recipe, unplanned
 """
 import argparse
 import logging
@@ -46,6 +47,11 @@ def main(argv=None):
     parser.add_argument("--train-minutes", type=float, default=60.0,
                         help="the run's training time in minutes, in all invocations together "
                              "(default 60; 0 = no time limit, then give --epochs/--max-steps)")
+    parser.add_argument("--recipe", choices=("planned", "preset"), default="planned",
+                        help="planned (default): warm-up, learning-rate scale, dropouts, label "
+                             "smoothing and checkpoint cadence follow the run's expected passes "
+                             "over the data (docs/training.md); settings you give win. preset: "
+                             "the preset's values as they are. A resumed run keeps its recipe")
     parser.add_argument("--precision", default="auto",
                         choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
                         help="dtype policy (default auto: mixed_bfloat16 on CPUs with native "
@@ -107,7 +113,7 @@ def _run(parser, args) -> int:
         saved_models_dir=args.saved_models_dir,
         model_overrides=model_overrides, training_overrides=training_overrides,
         validation_sentences=args.validation_sentences, precision=args.precision,
-        verbose=0 if args.quiet else 1)
+        verbose=0 if args.quiet else 1, recipe=args.recipe)
     summary = run_main_job(options)
     print(format_summary(summary))
     return 0

@@ -58,6 +58,11 @@ def main(argv=None):
                         help="dtype policy; mixed_float16 adds dynamic loss scaling; auto (the "
                              "default): mixed_bfloat16 on CPUs with native bfloat16 "
                              "(AVX512-BF16/AMX), float32 elsewhere")
+    parser.add_argument("--recipe", choices=("preset", "planned"), default="preset",
+                        help="preset (default): the preset's recipe; planned: warm-up, "
+                             "learning-rate scale, dropouts, label smoothing and checkpoint "
+                             "cadence follow the run's expected passes over the data "
+                             "(docs/training.md); settings you give win")
     parser.add_argument("--xla", action="store_true", help="compile the train step with XLA")
     parser.add_argument("--tokens-per-batch", type=positive_int,
                         help="GLOBAL token budget per batch and side, padding included "
@@ -97,7 +102,7 @@ def _run(parser, args) -> int:
         max_minutes=args.max_minutes, eval_every=args.eval_every, log_every=args.log_every,
         strategy=args.strategy, devices=args.devices, precision=args.precision,
         jit_compile=args.xla, validation_sentences=args.validation_sentences,
-        verbose=0 if args.quiet else 1)
+        verbose=0 if args.quiet else 1, recipe=args.recipe)
     result = train(options)
     print(json.dumps(dataclasses.asdict(result), indent=2))
     return 0

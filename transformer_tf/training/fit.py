@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import pathlib
@@ -27,8 +28,8 @@ from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir import model_dir as model_dir_lib
 from transformer_tf.rundir.lock import hold_run
-from transformer_tf.training import averaging
 from transformer_tf.training import callbacks as callbacks_lib
+from transformer_tf.training import recipe_plan
 from transformer_tf.training.accumulation import pack_micro_batches
 from transformer_tf.training.distribution import is_chief, make_strategy
 from transformer_tf.training.keras_workarounds import is_multi_worker
@@ -36,6 +37,7 @@ from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau
 from transformer_tf.training.precision import resolve_precision
 from transformer_tf.training.schedule import TransformerSchedule
+from transformer_tf.training.speed_probe import probe_speed
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.validation import ValidationTranslations
 from transformer_tf.training.word_loss import pooled_ids
@@ -75,6 +77,14 @@ class TrainOptions:
     jit_compile: bool = False
     validation_sentences: int = 200
     verbose: int = 1
+    # "preset": train with the configs as given; "planned": the budget-aware recipe
+    # (training/recipe_plan.py) plans what the user did not set. A run that has a plan
+    # keeps it when resumed, whatever `recipe` says.
+    recipe: str = "preset"
+    probe_seconds: float = 45.0  # the speed probe of a planned run with a time budget alone
+
+
+RECIPES = ("preset", "planned")
 
 
 @dataclasses.dataclass
@@ -90,6 +100,7 @@ class TrainResult:
     precision: str = "float32"  # the dtype policy used
     precision_reason: str = ""
     trained_seconds: float = 0.0  # the run's training time in all, up to its last checkpoint
+    recipe_plan: dict | None = None  # the run's RecipePlan (as a dict), if it was planned
 
 
 def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
@@ -155,11 +166,11 @@ def _validation_translations(network, prepared, num_sentences: int, monitor):
 def checkpoint_period(training: TrainingConfig, options: TrainOptions) -> float:
     """Minutes between checkpoints: the config's, or shorter for a run planned by time
     alone, so that `average_last` checkpoints fall in the final part of training that
-    averaging draws from (averaging.TAIL_FRACTION of the budget)."""
+    averaging draws from (`recipe_plan.checkpoint_minutes`)."""
     period = training.checkpoint_every_minutes
     if options.max_minutes is not None and options.max_steps is None and options.epochs is None:
-        tail_minutes = options.max_minutes * averaging.TAIL_FRACTION
-        period = min(period, tail_minutes / training.average_last)
+        period = recipe_plan.checkpoint_minutes(period, options.max_minutes,
+                                                training.average_last)
     return period
 
 
@@ -182,6 +193,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     plans = [x for x in (options.max_steps, options.epochs) if x is not None]
     if len(plans) > 1:
         raise ValueError("give at most one of max_steps and epochs")
+    if options.recipe not in RECIPES:
+        raise ValueError(f"recipe: expected one of {RECIPES}, got {options.recipe!r}")
     started = time.monotonic()
     prepared = load_prepared(options.data_dir)
     run = _run_config(options, prepared)
@@ -200,6 +213,23 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     chief = is_chief(strategy)
     if chief:  # the lock first: nothing is read to decide, or written, without it
         held_until_the_end.enter_context(hold_run(model_dir, create=True))
+    accumulation = run.training.gradient_accumulation_steps
+
+    def dataset(split, repeat, shuffle, drop_counter=None):
+        return make_training_dataset(
+            prepared, split, tokens_per_batch=run.training.tokens_per_batch,
+            max_length=run.training.max_length, num_replicas=strategy.num_replicas_in_sync,
+            shuffle=shuffle, seed=run.training.seed, repeat=repeat, drop_counter=drop_counter)
+
+    @functools.cache
+    def steps_per_pass() -> float:  # counted once, if an epoch plan or a new recipe plan asks
+        return count_batches(dataset("train", False, False)) / accumulation
+
+    plan = _recipe_plan(options, run, model_dir, strategy, pooled, dataset, steps_per_pass)
+    if plan is not None:
+        logger.info("recipe %s", plan.describe())
+        model, training = recipe_plan.apply_plan(run.model, run.training, plan)
+        run = dataclasses.replace(run, model=model, training=training)
     resuming = model_dir_lib.check_resume_in(model_dir, run)
     if chief:
         checkpoints.remove_interrupted_saves(model_dir)
@@ -207,6 +237,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
             checkpoints.repair_checkpoint_state(model_dir)
         model_dir_lib.write_run_config(model_dir, run)
         model_dir_lib.write_tokenizer(model_dir, prepared.bpe_model_path)
+        if plan is not None:
+            model_dir_lib.write_recipe_plan(model_dir, plan.to_dict())
     keras.utils.set_random_seed(run.training.seed)
 
     with strategy.scope():
@@ -220,7 +252,6 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     #
     # A step is an optimizer update: `accumulation` batches. The data position is the
     # number of batches consumed, counted and checkpointed (loss scaling may skip steps).
-    accumulation = run.training.gradient_accumulation_steps
     batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
     trained_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False,
                                   name=checkpoints.TRAINED_SECONDS)
@@ -232,20 +263,15 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                                          **({"plateau": plateau.best} if plateau else {})})
     start_step = checkpoints.restore_latest(manager)
     start_batches = int(batches.numpy()) or start_step * accumulation  # older checkpoints
+    if not start_step and plan is not None and plan.probe_seconds:
+        trained_seconds.assign(plan.probe_seconds)  # the probe is part of the time budget
     seconds_before = float(trained_seconds.numpy())
     if start_step:
         logger.info("resuming from %s at step %d (%.1f min of training so far)",
                     manager.latest_checkpoint, start_step, seconds_before / 60.0)
 
-    def dataset(split, repeat, shuffle, drop_counter=None):
-        return make_training_dataset(
-            prepared, split, tokens_per_batch=run.training.tokens_per_batch,
-            max_length=run.training.max_length, num_replicas=strategy.num_replicas_in_sync,
-            shuffle=shuffle, seed=run.training.seed, repeat=repeat, drop_counter=drop_counter)
-
     if options.epochs is not None:
-        planned_steps = math.ceil(
-            options.epochs * count_batches(dataset("train", False, False)) / accumulation)
+        planned_steps = math.ceil(options.epochs * steps_per_pass())
     else:
         planned_steps = options.max_steps or 10**12  # a time budget alone: "forever"
     # Pairs over run.training.max_length are dropped from training (and counted); the
@@ -263,7 +289,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     # Only the chief saves, and saving needs no other worker: it may save at any step.
     checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
         manager, checkpoint_period(run.training, options), enabled=chief, batches=batches,
-        batches_per_step=accumulation, trained_seconds=trained_seconds)
+        batches_per_step=accumulation, trained_seconds=trained_seconds,
+        every_steps=run.training.checkpoint_every_steps)
     nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
     time_budget = (callbacks_lib.TimeBudget(
         options.max_minutes, strategy=strategy if is_multi_worker(strategy) else None,
@@ -311,4 +338,52 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                        stopped_by=stopped_by, seconds=time.monotonic() - started,
                        start_step=start_step, precision=precision,
                        precision_reason=precision_reason,
-                       trained_seconds=float(trained_seconds.numpy()))
+                       trained_seconds=float(trained_seconds.numpy()),
+                       recipe_plan=plan.to_dict() if plan is not None else None)
+
+
+def _recipe_plan(options: TrainOptions, run, model_dir: pathlib.Path, strategy, pooled,
+                 dataset, steps_per_pass) -> recipe_plan.RecipePlan | None:
+    """The run's recipe plan: the recorded one of a run that has it (a resumed run keeps
+    its plan, measured or not), a new one for a new run with `options.recipe == "planned"`,
+    else None (the configs as given). `dataset(split, repeat, shuffle)` makes the run's
+    batches; `steps_per_pass()` counts the steps of one pass over them."""
+    recorded = model_dir_lib.read_recipe_plan(model_dir)
+    if recorded is not None:
+        logger.info("the run keeps its recorded recipe plan (%s)",
+                    model_dir / model_dir_lib.RECIPE_PLAN_FILE)
+        return recipe_plan.RecipePlan.from_dict(
+            recorded, source=str(model_dir / model_dir_lib.RECIPE_PLAN_FILE))
+    if options.recipe != "planned":
+        return None
+    if (model_dir / model_dir_lib.RUN_CONFIG).exists():
+        logger.info("%s was trained with its preset's recipe; it keeps it (no plan)",
+                    model_dir)
+        return None
+    if run.family != "transformer" or run.training.optimizer != "adam":
+        logger.info("the planned recipe's rules are the Transformer's with Adam; this run "
+                    "(%s, %s) keeps its preset's recipe", run.family, run.training.optimizer)
+        return None
+    user_fields = set(options.model_overrides) | set(options.training_overrides)
+    common = {"steps_per_pass": steps_per_pass(), "model_config": run.model,
+              "training_config": run.training, "user_fields": user_fields}
+    if options.max_steps is not None or options.epochs is not None:
+        steps = options.max_steps or math.ceil(options.epochs * common["steps_per_pass"])
+        return recipe_plan.plan_recipe(budget_steps=steps, **common)
+    if is_multi_worker(strategy):
+        raise ValueError("the planned recipe with a time budget alone measures this "
+                         "machine's speed; across workers give a step plan (max_steps)")
+    started = time.monotonic()
+    with strategy.scope():  # a throw-away model with every dropout a plan may turn on
+        probe_model = build_model_and_optimizer(
+            run.model.replace(**recipe_plan.heaviest_dropouts(run.model, user_fields)),
+            run.training, options.jit_compile, family=run.family, pooled=pooled)
+    data = dataset("train", True, True)
+    if run.training.gradient_accumulation_steps > 1:
+        data = data.apply(pack_micro_batches(run.training.gradient_accumulation_steps))
+    speed = probe_speed(probe_model, data, max_seconds=options.probe_seconds)
+    logger.info("speed probe: %.3f steps/s over %d steps (%d tracing steps left out)",
+                speed.steps_per_second, speed.timed_steps, speed.tracing_steps)
+    return recipe_plan.plan_recipe(budget_minutes=options.max_minutes,
+                                   steps_per_second=speed.steps_per_second,
+                                   probe_seconds=time.monotonic() - started, **common)
