@@ -106,3 +106,14 @@ def test_another_cpus_choices_through_the_variable(tmp_path, monkeypatch, cpuinf
     monkeypatch.setenv(cpu.CPUINFO_VARIABLE, str(write(tmp_path, cpuinfo)))
     assert resolve_precision("auto")[0] == expected
     assert resolve_precision("float32")[0] == "float32"  # an explicit choice stands
+
+
+def test_the_model_name_is_the_first_processors(tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t: avx2 fma\n\n"
+                       "processor\t: 1\nmodel name\t: Other\n")
+    assert cpu.cpu_model_name(cpuinfo) == "AMD EPYC 9B14"
+    monkeypatch.setenv(cpu.CPUINFO_VARIABLE, str(cpuinfo))  # as read_cpu_flags reads it
+    assert cpu.cpu_model_name() == "AMD EPYC 9B14"
+    monkeypatch.setattr(cpu.platform, "processor", lambda: "x86_64")
+    assert cpu.cpu_model_name(tmp_path / "absent") == "x86_64"
