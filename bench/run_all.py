@@ -48,6 +48,8 @@ WORKERS = BENCH / "workers"
 sys.path.insert(0, str(BENCH))
 import common  # noqa: E402
 
+from transformer_tf.runtime.cpu import cpu_model_name  # light: no TensorFlow
+
 SECTIONS = ("matmul", "train", "decode", "bf16", "pipeline", "families", "layers", "serving")
 # Sections that --quick leaves out unless --only names them (they take minutes).
 NOT_IN_QUICK = ("serving",)
@@ -344,7 +346,7 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
         "quick": quick,
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                    "processor": _cpu_model(), "python": platform.python_version(),
+                    "processor": cpu_model_name(), "python": platform.python_version(),
                     "threads_per_engine": common.THREADS,
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
                     "load_average_start": common.load_average(),
@@ -761,14 +763,6 @@ def _families(runner, settings, benchmarks, peak) -> None:
     })
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def _fmt(value, digits=1):

@@ -29,6 +29,8 @@ OPTIMIZERS = ("adam", "nesterov")
 WORD_LOSSES = ("token", "any")
 # Keras dtype policies a run can train in ("auto": chosen by device, training/precision.py).
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+# How a run's warm-up, dropouts and label smoothing are chosen (training/recipe_plan.py).
+RECIPES = ("preset", "planned")
 
 
 class ConfigError(ValueError):
@@ -375,6 +377,9 @@ class TrainingConfig(_Serialisable):
       learning_rate, momentum, lr_shrink, min_learning_rate: the "nesterov" optimizer's
         knobs (ConvS2S: 0.25, 0.99, 0.1, 1e-4); unused by "adam".
       checkpoint_every_minutes: checkpoint period (paper: 10).
+      checkpoint_every_steps: when set, a checkpoint every this many steps (and at the
+        end) instead of by the minute: the same steps on any machine (the planned
+        recipe's step plans, training/recipe_plan.py); None: by the minute.
       keep_checkpoints: how many recent checkpoints to keep.
       average_last: how many final checkpoints to average (paper: 5 base, 20 big).
       seed: seed for weights, dropout and data shuffling.
@@ -400,6 +405,7 @@ class TrainingConfig(_Serialisable):
     lr_shrink: float = 0.1
     min_learning_rate: float = 1e-4
     checkpoint_every_minutes: float = 10.0
+    checkpoint_every_steps: int | None = None
     keep_checkpoints: int = 20
     average_last: int = 5
     seed: int = 1234
@@ -425,6 +431,12 @@ class TrainingConfig(_Serialisable):
         _check(self.clip_norm is None or self.clip_norm > 0, "clip_norm",
                "must be positive or None")
         _check(self.checkpoint_every_minutes > 0, "checkpoint_every_minutes", "must be positive")
+        _check(self.checkpoint_every_steps is None
+               or (isinstance(self.checkpoint_every_steps, int)
+                   and not isinstance(self.checkpoint_every_steps, bool)
+                   and self.checkpoint_every_steps > 0),
+               "checkpoint_every_steps",
+               f"expected a positive integer or None, got {self.checkpoint_every_steps!r}")
         _check(self.optimizer in OPTIMIZERS, "optimizer",
                f"expected one of {OPTIMIZERS}, got {self.optimizer!r}")
         _check(self.learning_rate > 0, "learning_rate", "must be positive")

@@ -19,7 +19,8 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
                "--train-minutes", "0", "--max-steps", "24", "--eval-every", "12",
                "--training-option", "checkpoint_every_minutes=0.00001",
                "--average-last", "3", "--test-limit", "12", "--dev-limit", "24",
-               "--validation-sentences", "16", "--beam-size", "2", "--quiet"]
+               "--validation-sentences", "16", "--beam-size", "2", "--recipe", "planned",
+               "--quiet"]
     env = {"TRANSFORMER_TF_DATA": str(shared_data_dir), "PATH": "/usr/bin:/bin",
            "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
@@ -68,6 +69,17 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     assert {"loss", "token_accuracy", "bleu", "examples"} <= set(tags)
     assert [event.step for event in validation.Tensors("bleu")] == [12, 24]
     assert "SavedModel" in result.stdout and "sacreBLEU" in result.stdout
+    # The planned recipe: planned from the step budget, recorded in the run
+    # directory and the summary, stated in the log; the user's checkpoint period stands.
+    plan = summary["recipe_plan"]
+    assert plan == json.loads((work / "model" / "recipe_plan.json").read_text())
+    assert (plan["budget"], plan["budget_steps"], plan["planned_steps"]) == ("steps", 24, 24)
+    assert plan["kept"] == {"checkpoint_every_minutes": 0.00001}
+    assert "checkpoint_every_steps" not in plan["settings"]
+    run_config = json.loads((work / "model" / "run_config.json").read_text())
+    assert run_config["model"]["dropout"] == plan["settings"]["dropout"]
+    assert run_config["training"]["warmup_steps"] == plan["settings"]["warmup_steps"]
+    assert "recipe planned for ~24 steps from a plan of 24 steps" in result.stdout
     assert f"kept {summary['chosen']}" in result.stdout
 
 

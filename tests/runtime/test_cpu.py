@@ -122,3 +122,14 @@ def test_matmul_library_follows_tensorflows_rule(tmp_path, variable, cpuinfo, ma
     path.write_text(cpuinfo)
     environ = {} if variable is None else {cpu.ONEDNN_VARIABLE: variable}
     assert cpu.matmul_library(environ, path, machine) == library
+
+
+def test_the_model_name_is_the_first_processors(tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t: avx2 fma\n\n"
+                       "processor\t: 1\nmodel name\t: Other\n")
+    assert cpu.cpu_model_name(cpuinfo) == "AMD EPYC 9B14"
+    monkeypatch.setenv(cpu.CPUINFO_VARIABLE, str(cpuinfo))  # as read_cpu_flags reads it
+    assert cpu.cpu_model_name() == "AMD EPYC 9B14"
+    monkeypatch.setattr(cpu.platform, "processor", lambda: "x86_64")
+    assert cpu.cpu_model_name(tmp_path / "absent") == "x86_64"

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_tf.cli.arguments import non_negative_float, non_negative_int, positive_int
-from transformer_tf.config import PRECISIONS, STOPPING_RULES, DecodingConfig
+from transformer_tf.cli.arguments import (
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+)
+from transformer_tf.config import PRECISIONS, RECIPES, STOPPING_RULES, DecodingConfig
 
 _PAPER = DecodingConfig()
 
@@ -43,6 +47,14 @@ def add_precision_flag(parser: argparse.ArgumentParser) -> None:
                              "compute capability 8.0, mixed_float16 from 7.0; on CPUs "
                              "mixed_bfloat16 with native bfloat16 (AVX512-BF16/AMX); float32 "
                              "elsewhere); mixed_float16 adds dynamic loss scaling")
+
+
+def add_recipe_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--recipe", choices=RECIPES, default="preset",
+                        help="preset (default): the preset's warm-up, dropouts and label "
+                             "smoothing as they are; planned: they follow the run's expected "
+                             "passes over the data (docs/training.md, the budget-aware "
+                             "recipe), settings you give win. A resumed run keeps its recipe")
 
 
 def add_quiet_flag(parser: argparse.ArgumentParser) -> None:

@@ -14,14 +14,24 @@ Examples:
   python scripts/main_job.py --model convs2s                # the same with ConvS2S
   python scripts/main_job.py --tgt fr --train-minutes 120   # En->Fr, two hours
   python scripts/main_job.py --epochs 30 --train-minutes 0  # an epoch budget instead
+  python scripts/main_job.py --recipe preset                # the preset's recipe, unplanned
 """
 import argparse
 import logging
 
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag, add_search_flags
-from transformer_tf.cli.model_flags import add_model_flags, dump_config, resolve_model_flags
+from transformer_tf.cli.flags import (
+    add_precision_flag,
+    add_quiet_flag,
+    add_recipe_flag,
+    add_search_flags,
+)
+from transformer_tf.cli.model_flags import (
+    add_model_flags,
+    dump_config,
+    resolve_model_flags,
+)
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
@@ -47,6 +57,7 @@ def main(argv=None):
     parser.add_argument("--train-minutes", type=float, default=60.0,
                         help="the run's training time in minutes, in all invocations together "
                              "(default 60; 0 = no time limit, then give --epochs/--max-steps)")
+    add_recipe_flag(parser)
     add_precision_flag(parser)
     parser.add_argument("--epochs", type=float, help="train this many epochs in total")
     parser.add_argument("--max-steps", type=positive_int, help="train this many steps in total")
@@ -108,7 +119,7 @@ def _run(parser, args) -> int:
         model_overrides=choice.model_overrides, training_overrides=choice.training_overrides,
         decoding_overrides=choice.decoding_overrides,
         validation_sentences=args.validation_sentences, precision=args.precision,
-        verbose=0 if args.quiet else 1)
+        verbose=0 if args.quiet else 1, recipe=args.recipe)
     summary = run_main_job(options)
     print(format_summary(summary))
     return 0

@@ -22,8 +22,12 @@ import sys
 
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag
-from transformer_tf.cli.model_flags import add_model_flags, dump_config, resolve_model_flags
+from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag, add_recipe_flag
+from transformer_tf.cli.model_flags import (
+    add_model_flags,
+    dump_config,
+    resolve_model_flags,
+)
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
@@ -69,6 +73,7 @@ def main(argv=None):
                       help="split the CPU into N logical devices (to run the mirrored path "
                            "without GPUs)")
     add_precision_flag(parser)
+    add_recipe_flag(parser)
     parser.add_argument("--xla", action="store_true", help="compile the train step with XLA")
     parser.add_argument("--tokens-per-batch", type=positive_int,
                         help="GLOBAL token budget per batch and side, padding included "
@@ -118,7 +123,7 @@ def _run(parser, args) -> int:
         max_minutes=args.max_minutes, eval_every=args.eval_every, log_every=args.log_every,
         strategy=args.strategy, devices=args.devices, precision=args.precision,
         jit_compile=args.xla, validation_sentences=args.validation_sentences,
-        verbose=0 if args.quiet else 1, init_from=init_from)
+        verbose=0 if args.quiet else 1, init_from=init_from, recipe=args.recipe)
     result = train(options)
     print(json.dumps(dataclasses.asdict(result), indent=2))
     return 0

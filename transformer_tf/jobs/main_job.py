@@ -38,6 +38,7 @@ from transformer_tf.rundir.lock import hold_run
 from transformer_tf.rundir.model_dir import read_run_config
 from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, train
+from transformer_tf.training.recipe_plan import RecipePlan
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,9 @@ class MainJobOptions:
     decoding_overrides: dict = dataclasses.field(default_factory=dict)
     validation_sentences: int = 200
     verbose: int = 1
+    # "planned": the budget-aware recipe (training/recipe_plan.py) sets what the user did
+    # not; "preset": the preset's recipe as it is.
+    recipe: str = "preset"
 
 
 def _resolved_work_dir(options: MainJobOptions) -> pathlib.Path:
@@ -131,9 +135,10 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
         decoding_overrides=options.decoding_overrides,
         max_steps=options.max_steps, epochs=options.epochs, max_minutes=options.train_minutes,
         eval_every=options.eval_every, validation_sentences=options.validation_sentences,
-        precision=options.precision, verbose=options.verbose))
+        precision=options.precision, verbose=options.verbose, recipe=options.recipe))
     print(f"trained to step {result.step}, precision {result.precision} "
           f"({result.precision_reason})")
+    print(f"recipe {describe_recipe(result.recipe_plan)}")
     run = read_run_config(model_dir)
     stages.done("train")
 
@@ -195,6 +200,7 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
         "resumed_from_step": result.start_step,
         "train_seconds_this_invocation": round(result.seconds, 1),
         "stopped_by": result.stopped_by,
+        "recipe_plan": result.recipe_plan,
         "precision": result.precision, "precision_reason": result.precision_reason,
         "averaged_checkpoints": [str(p) for p in selection.averaged_sources],
         "averaging": selection.note,
@@ -218,6 +224,13 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     return summary
 
 
+def describe_recipe(plan: dict | None) -> str:
+    """A run's recipe in one paragraph: its recorded plan, or the preset's recipe."""
+    if plan is None:
+        return "the preset's (not planned)"
+    return RecipePlan.from_dict(plan).describe()
+
+
 def _two_decimals(value) -> str:
     return "n/a" if value is None else f"{float(value):.2f}"
 
@@ -234,6 +247,7 @@ def format_summary(summary: dict) -> str:
         f"-{summary['train_steps']} in {summary['train_seconds_this_invocation']} s, "
         f"{summary['precision']}) ({summary['parameters']:,} parameters, {summary['family']} "
         f"preset {summary['preset']})",
+        f"recipe       {describe_recipe(summary.get('recipe_plan'))}",
         f"checkpoints  {summary['averaging']}",
         f"dev set      {dev}; kept {summary['chosen']}",
         f"             ({summary['choice_reason']})",

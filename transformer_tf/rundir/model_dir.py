@@ -6,6 +6,8 @@
     MDIR/averaged/           averaged checkpoint(s) (scripts/average_checkpoints.py)
     MDIR/chosen_checkpoint.json  the checkpoint the last choice kept (`write_chosen`):
                              export and translate use it when not told otherwise
+    MDIR/recipe_plan.json    the budget-aware recipe's plan of a run trained with it
+                             (training/recipe_plan.py); a resumed run keeps it
     MDIR/logs/train, logs/validation   TensorBoard event files
 
 A model directory is self-contained: export, averaging and translation read nothing else
@@ -33,6 +35,7 @@ from transformer_tf.models.registry import DEFAULT_FAMILY, config_class
 RUN_CONFIG = "run_config.json"
 TOKENIZER_FILE = "bpe.model"
 CHOSEN_FILE = "chosen_checkpoint.json"
+RECIPE_PLAN_FILE = "recipe_plan.json"
 FORMAT_VERSION = 2
 
 
@@ -171,6 +174,28 @@ def read_chosen(model_dir) -> ChosenCheckpoint | None:
         logging.getLogger(__name__).warning("%s: unreadable (%s); ignored", path, error)
         return None
     return dataclasses.replace(chosen, checkpoint=str(pathlib.Path(model_dir) / chosen.checkpoint))
+
+
+def write_recipe_plan(model_dir, plan: dict) -> None:
+    """Record a run's recipe plan (a JSON-able dict) in MDIR/recipe_plan.json, atomically."""
+    target = pathlib.Path(model_dir) / RECIPE_PLAN_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(plan, indent=2))
+    tmp.replace(target)
+
+
+def read_recipe_plan(model_dir) -> dict | None:
+    """The recorded recipe plan of MDIR, or None for a run without one. An unreadable file
+    raises ValueError naming it: a run's plan is never replaced by a new one."""
+    path = pathlib.Path(model_dir) / RECIPE_PLAN_FILE
+    if not path.exists():
+        return None
+    try:
+        return dict(json.loads(path.read_text()))
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{path}: unreadable recipe plan ({error}); restore it, or train "
+                         "in another --model-dir") from error
 
 
 def read_tokenizer_proto(model_dir) -> bytes:

@@ -51,6 +51,21 @@ def read_cpu_flags(cpuinfo_path=None) -> set[str]:
         return set()
 
 
+def cpu_model_name(cpuinfo_path=None) -> str:
+    """The CPU's model name from /proc/cpuinfo (`cpuinfo_path` as for `read_cpu_flags`),
+    else what `platform` says (not Linux)."""
+    if cpuinfo_path is None:
+        cpuinfo_path = os.environ.get(CPUINFO_VARIABLE, "/proc/cpuinfo")
+    try:
+        text = pathlib.Path(cpuinfo_path).read_text()
+    except OSError:
+        return platform.processor()
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
 def has_native_bfloat16(flags: set[str]) -> bool:
     """AVX512-BF16 or AMX-BF16: bfloat16 products in hardware (elsewhere TF emulates them)."""
     return bool(flags & set(BF16_CPU_FLAGS))

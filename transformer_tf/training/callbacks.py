@@ -119,11 +119,14 @@ class TrainingMonitor(keras.callbacks.Callback):
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):
-    """Saves a checkpoint every `every_minutes` of training and when training ends.
+    """Saves a checkpoint every `every_minutes` of training (or every `every_steps`
+    steps) and when training ends.
 
     Args:
       manager: a tf.train.CheckpointManager over the model and optimizer.
       every_minutes: wall-clock period (paper: 10 minutes).
+      every_steps: when set, save at every multiple of this step count instead of by
+        the clock (the same checkpoints on any machine).
       enabled: False on workers that must not write.
       batches: an int64 variable saved with the checkpoints (see
         `checkpoints.make_manager`); incremented after every training step by the batches
@@ -137,9 +140,10 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def __init__(self, manager, every_minutes: float, enabled: bool = True,
                  batches: tf.Variable | None = None, batches_per_step: int = 1,
-                 trained_seconds: tf.Variable | None = None):
+                 trained_seconds: tf.Variable | None = None, every_steps: int | None = None):
         super().__init__()
         self.manager = manager
+        self.every_steps = every_steps
         self.batches = batches
         self.batches_per_step = batches_per_step
         self.trained_seconds = trained_seconds
@@ -147,6 +151,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self.enabled = enabled
         self.frozen = False
         self._last_save = time.monotonic()
+        self._last_saved_step = None
         self._began, self._seconds_before = time.monotonic(), 0.0
 
     def on_train_begin(self, logs=None):
@@ -164,11 +169,15 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             path = self.manager.save(checkpoint_number=step)
             logger.info("saved checkpoint %s", path)
         self._last_save = time.monotonic()
+        self._last_saved_step = step
 
     def _path_for(self, step):
         return f"{self.manager.directory}/ckpt-{step}"
 
     def _due(self):
+        if self.every_steps is not None:
+            step = _current_step(self.model)
+            return step % self.every_steps == 0 and step != self._last_saved_step
         return time.monotonic() - self._last_save >= self.every_seconds
 
     def on_train_batch_end(self, batch, logs=None):

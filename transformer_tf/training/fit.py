@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import pathlib
@@ -26,19 +27,19 @@ import time
 import keras
 import tensorflow as tf
 
-from transformer_tf.config import ConfigError, TrainingConfig
+from transformer_tf.config import RECIPES, ConfigError, TrainingConfig
 from transformer_tf.data.bucketing import smallest_budget
-from transformer_tf.presets import get_preset
 from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
 from transformer_tf.data.prepared import load_prepared
 from transformer_tf.data.transforms import DropCounter
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
+from transformer_tf.presets import get_preset
 from transformer_tf.rundir import batch_budget, checkpoints, init_source
 from transformer_tf.rundir import model_dir as model_dir_lib
 from transformer_tf.rundir.lock import hold_run
-from transformer_tf.training import averaging
 from transformer_tf.training import callbacks as callbacks_lib
+from transformer_tf.training import recipe_plan
 from transformer_tf.training.accumulation import pack_micro_batches
 from transformer_tf.training.distribution import is_chief, make_strategy
 from transformer_tf.training.keras_workarounds import is_multi_worker
@@ -46,6 +47,7 @@ from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau
 from transformer_tf.training.precision import resolve_precision
 from transformer_tf.training.schedule import TransformerSchedule
+from transformer_tf.training.speed_probe import probe_speed
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.validation import ValidationTranslations
 from transformer_tf.training.word_loss import pooled_ids
@@ -104,6 +106,12 @@ class TrainOptions:
     # Fine-tuning: the checkpoint prefix (of another run's directory) a NEW run starts
     # from; its model must be this run's (same family, model fields and tokenizer).
     init_from: str | None = None
+    # "preset": train with the configs as given; "planned": the budget-aware recipe
+    # (training/recipe_plan.py) plans what the user did not set. A run that has a plan
+    # keeps it when resumed, whatever `recipe` says.
+    recipe: str = "preset"
+    probe_seconds: float = 45.0  # the speed probe of a planned run with a time budget alone
+
 
 
 @dataclasses.dataclass
@@ -121,6 +129,7 @@ class TrainResult:
     trained_seconds: float = 0.0  # the run's training time in all, up to its last checkpoint
     init_from: dict | None = None  # a fine-tuned run's origin (rundir.init_source)
     tokens_per_batch: int = 0  # the token budget the run ended with
+    recipe_plan: dict | None = None  # the run's RecipePlan (as a dict), if it was planned
 
 
 def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
@@ -192,11 +201,11 @@ def _validation_translations(network, prepared, num_sentences: int, monitor):
 def checkpoint_period(training: TrainingConfig, options: TrainOptions) -> float:
     """Minutes between checkpoints: the config's, or shorter for a run planned by time
     alone, so that `average_last` checkpoints fall in the final part of training that
-    averaging draws from (averaging.TAIL_FRACTION of the budget)."""
+    averaging draws from (`recipe_plan.checkpoint_minutes`)."""
     period = training.checkpoint_every_minutes
     if options.max_minutes is not None and options.max_steps is None and options.epochs is None:
-        tail_minutes = options.max_minutes * averaging.TAIL_FRACTION
-        period = min(period, tail_minutes / training.average_last)
+        period = recipe_plan.checkpoint_minutes(period, options.max_minutes,
+                                                training.average_last)
     return period
 
 
@@ -310,6 +319,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     plans = [x for x in (options.max_steps, options.epochs) if x is not None]
     if len(plans) > 1:
         raise ValueError("give at most one of max_steps and epochs")
+    if options.recipe not in RECIPES:
+        raise ValueError(f"recipe: expected one of {RECIPES}, got {options.recipe!r}")
     started = time.monotonic()
     prepared = load_prepared(options.data_dir)
     run = _run_config(options, prepared)
@@ -329,6 +340,23 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     if chief:  # the lock first: nothing is read to decide, or written, without it
         held_until_the_end.enter_context(hold_run(model_dir, create=True))
     run = _with_recorded_budget(run, options, model_dir)
+    accumulation = run.training.gradient_accumulation_steps
+
+    def dataset(split, repeat, shuffle, drop_counter=None):
+        return make_training_dataset(
+            prepared, split, tokens_per_batch=run.training.tokens_per_batch,
+            max_length=run.training.max_length, num_replicas=strategy.num_replicas_in_sync,
+            shuffle=shuffle, seed=run.training.seed, repeat=repeat, drop_counter=drop_counter)
+
+    @functools.cache
+    def steps_per_pass() -> float:  # counted once, if an epoch plan or a new recipe plan asks
+        return count_batches(dataset("train", False, False)) / accumulation
+
+    plan = _recipe_plan(options, run, model_dir, strategy, pooled, dataset, steps_per_pass)
+    if plan is not None:
+        logger.info("recipe %s", plan.describe())
+        model, training = recipe_plan.apply_plan(run.model, run.training, plan)
+        run = dataclasses.replace(run, model=model, training=training)
     resuming = model_dir_lib.check_resume_in(model_dir, run)
     source = _init_source(options, model_dir, run, prepared)
     run = dataclasses.replace(run, init_from=source.get_config() if source else None)
@@ -338,6 +366,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
             checkpoints.repair_checkpoint_state(model_dir)
         model_dir_lib.write_run_config(model_dir, run)
         model_dir_lib.write_tokenizer(model_dir, prepared.bpe_model_path)
+        if plan is not None:
+            model_dir_lib.write_recipe_plan(model_dir, plan.to_dict())
     keras.utils.set_random_seed(run.training.seed)
 
     with strategy.scope():
@@ -351,7 +381,6 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     #
     # A step is an optimizer update: `accumulation` batches. The data position is the
     # number of batches consumed, counted and checkpointed (loss scaling may skip steps).
-    accumulation = run.training.gradient_accumulation_steps
     batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
     trained_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False,
                                   name=checkpoints.TRAINED_SECONDS)
@@ -363,6 +392,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                                          **({"plateau": plateau.best} if plateau else {})})
     start_step = checkpoints.restore_latest(manager)
     start_batches = int(batches.numpy()) or start_step * accumulation  # older checkpoints
+    if not start_step and plan is not None and plan.probe_seconds:
+        trained_seconds.assign(plan.probe_seconds)  # the probe is part of the time budget
     seconds_before = float(trained_seconds.numpy())
     if start_step:
         logger.info("resuming from %s at step %d (%.1f min of training so far)",
@@ -372,15 +403,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         logger.info("fine-tuning from %s (step %s of %s)", source.checkpoint, source.step,
                     source.model_dir)
 
-    def dataset(split, repeat, shuffle, drop_counter=None):
-        return make_training_dataset(
-            prepared, split, tokens_per_batch=run.training.tokens_per_batch,
-            max_length=run.training.max_length, num_replicas=strategy.num_replicas_in_sync,
-            shuffle=shuffle, seed=run.training.seed, repeat=repeat, drop_counter=drop_counter)
-
     if options.epochs is not None:
-        planned_steps = math.ceil(
-            options.epochs * count_batches(dataset("train", False, False)) / accumulation)
+        planned_steps = math.ceil(options.epochs * steps_per_pass())
     else:
         planned_steps = options.max_steps or 10**12  # a time budget alone: "forever"
     # Pairs over run.training.max_length are dropped from training (and counted); the
@@ -398,7 +422,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     # Only the chief saves, and saving needs no other worker: it may save at any step.
     checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
         manager, checkpoint_period(run.training, options), enabled=chief, batches=batches,
-        batches_per_step=accumulation, trained_seconds=trained_seconds)
+        batches_per_step=accumulation, trained_seconds=trained_seconds,
+        every_steps=run.training.checkpoint_every_steps)
     nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
     time_budget = (callbacks_lib.TimeBudget(
         options.max_minutes, strategy=strategy if is_multi_worker(strategy) else None,
@@ -451,4 +476,52 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                        start_step=start_step, precision=precision,
                        precision_reason=precision_reason,
                        trained_seconds=float(trained_seconds.numpy()), init_from=run.init_from,
-                       tokens_per_batch=run.training.tokens_per_batch)
+                       tokens_per_batch=run.training.tokens_per_batch,
+                       recipe_plan=plan.to_dict() if plan is not None else None)
+
+
+def _recipe_plan(options: TrainOptions, run, model_dir: pathlib.Path, strategy, pooled,
+                 dataset, steps_per_pass) -> recipe_plan.RecipePlan | None:
+    """The run's recipe plan: the recorded one of a run that has it (a resumed run keeps
+    its plan, measured or not), a new one for a new run with `options.recipe == "planned"`,
+    else None (the configs as given). `dataset(split, repeat, shuffle)` makes the run's
+    batches; `steps_per_pass()` counts the steps of one pass over them."""
+    recorded = model_dir_lib.read_recipe_plan(model_dir)
+    if recorded is not None:
+        logger.info("the run keeps its recorded recipe plan (%s)",
+                    model_dir / model_dir_lib.RECIPE_PLAN_FILE)
+        return recipe_plan.RecipePlan.from_dict(
+            recorded, source=str(model_dir / model_dir_lib.RECIPE_PLAN_FILE))
+    if options.recipe != "planned":
+        return None
+    if (model_dir / model_dir_lib.RUN_CONFIG).exists():
+        logger.info("%s was trained with its preset's recipe; it keeps it (no plan)",
+                    model_dir)
+        return None
+    if run.family != "transformer" or run.training.optimizer != "adam":
+        logger.info("the planned recipe's rules are the Transformer's with Adam; this run "
+                    "(%s, %s) keeps its preset's recipe", run.family, run.training.optimizer)
+        return None
+    user_fields = set(options.model_overrides) | set(options.training_overrides)
+    common = {"steps_per_pass": steps_per_pass(), "model_config": run.model,
+              "training_config": run.training, "user_fields": user_fields}
+    if options.max_steps is not None or options.epochs is not None:
+        steps = options.max_steps or math.ceil(options.epochs * common["steps_per_pass"])
+        return recipe_plan.plan_recipe(budget_steps=steps, **common)
+    if is_multi_worker(strategy):
+        raise ValueError("the planned recipe with a time budget alone measures this "
+                         "machine's speed; across workers give a step plan (max_steps)")
+    started = time.monotonic()
+    with strategy.scope():  # a throw-away model with every dropout a plan may turn on
+        probe_model = build_model_and_optimizer(
+            run.model.replace(**recipe_plan.heaviest_dropouts(run.model, user_fields)),
+            run.training, options.jit_compile, family=run.family, pooled=pooled)
+    data = dataset("train", True, True)
+    if run.training.gradient_accumulation_steps > 1:
+        data = data.apply(pack_micro_batches(run.training.gradient_accumulation_steps))
+    speed = probe_speed(probe_model, data, max_seconds=options.probe_seconds)
+    logger.info("speed probe: %.3f steps/s over %d steps (%d tracing steps left out)",
+                speed.steps_per_second, speed.timed_steps, speed.tracing_steps)
+    return recipe_plan.plan_recipe(budget_minutes=options.max_minutes,
+                                   steps_per_second=speed.steps_per_second,
+                                   probe_seconds=time.monotonic() - started, **common)

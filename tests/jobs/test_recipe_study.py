@@ -1,0 +1,102 @@
+"""The recipe study (jobs/recipe_study.py) with fake training and scoring: one row per
+finished run written at once, a killed study resumes without redoing rows, the preset's
+runs continue one directory per seed, gains are paired by seed, the file is a results file."""
+import json
+import types
+
+import pytest
+
+from transformer_tf.presets import get_preset
+from transformer_tf.evaluation import results_tables
+from transformer_tf.jobs import recipe_study as study
+from transformer_tf.rundir import model_dir as model_dir_lib
+
+# Fake dev BLEU (latest, averaged) of each run.
+BLEU = {("preset", 1000, 1): (30.0, 31.0), ("planned", 1000, 1): (31.5, 33.0),
+        ("preset", 2000, 1): (36.0, 37.0), ("planned", 2000, 1): (36.5, 36.0),
+        ("preset", 1000, 2): (29.0, 30.0), ("planned", 1000, 2): (30.0, 31.0),
+        ("preset", 2000, 2): (35.0, 36.0), ("planned", 2000, 2): (37.0, 38.0)}
+
+
+class Fakes:
+    def __init__(self, options, fail_at=None):
+        self.options, self.fail_at, self.trained = options, fail_at, []
+
+    def train(self, recipe, steps, seed, options):
+        if (recipe, steps, seed) == self.fail_at:
+            raise KeyboardInterrupt  # the session is killed while training this run
+        self.trained.append((recipe, steps, seed))
+        model_dir = study.run_directory(options.work_dir, recipe, steps, seed)
+        preset = get_preset("multi30k")
+        model_dir_lib.write_run_config(model_dir, model_dir_lib.RunConfig(
+            model=preset.model, training=preset.training, decoding=preset.decoding,
+            data_dir="unused", preset="multi30k"))
+        plan = {"passes": steps / 111.0} if recipe == "planned" else None
+        return types.SimpleNamespace(step=steps, trained_seconds=60.0 * steps / 1000,
+                                     recipe_plan=plan)
+
+    def score(self, model_dir, options):
+        recipe, steps, seed = self.trained[-1]
+        latest, averaged = BLEU[(recipe, steps, seed)]
+        return {"dev_bleu_latest": latest, "dev_nll_latest": 1.5, "dev_bleu_averaged": averaged,
+                "dev_nll_averaged": 1.4, "averaged_checkpoints": 5}
+
+
+def _options(tmp_path, **changes):
+    return study.RecipeStudyOptions(data_dir=str(tmp_path), work_dir=str(tmp_path / "runs"),
+                                    results=str(tmp_path / "results" / "recipe_study.json"),
+                                    **changes)
+
+
+def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
+    options = _options(tmp_path)
+    killed = Fakes(options, fail_at=("preset", 2000, 1))
+    with pytest.raises(KeyboardInterrupt):
+        study.run_recipe_study(options, killed.train, killed.score, say=lambda _: None)
+    written = json.loads((tmp_path / "results" / "recipe_study.json").read_text())
+    assert [row["key"] for row in written["rows"]] == ["preset-1000-seed1", "planned-1000-seed1"]
+
+    resumed = Fakes(options)
+    document = study.run_recipe_study(options, resumed.train, resumed.score, say=lambda _: None)
+    assert resumed.trained == [("preset", 2000, 1), ("planned", 2000, 1), ("preset", 1000, 2),
+                               ("planned", 1000, 2), ("preset", 2000, 2), ("planned", 2000, 2)]
+    assert len(document["rows"]) == 8
+    # Paired by seed, planned - preset: averaged (33-31 + 31-30) / 2 = 1.5 at 1000 and
+    # (36-37 + 38-36) / 2 = 0.5 at 2000; latest (1.5 + 1.0) / 2 and (0.5 + 2.0) / 2.
+    assert document["values"] == {"runs": 8, "gain_dev_bleu_averaged_1000": 1.5,
+                                  "gain_dev_bleu_averaged_2000": 0.5,
+                                  "gain_dev_bleu_latest_1000": 1.25,
+                                  "gain_dev_bleu_latest_2000": 1.25}
+    assert (results_tables.headline(document)
+            == "planned minus preset recipe, dev BLEU: +1.50 at 1,000 steps, +0.50 at 2,000 steps")
+    row = document["rows"][1]
+    assert (row["recipe"], row["passes"], row["dropout"], row["train_minutes"]) == (
+        "planned", pytest.approx(1000 / 111), 0.2, 1.0)
+
+
+def test_the_preset_recipe_continues_one_run_a_seed():
+    assert study.run_directory("w", "preset", 1000, 1) == study.run_directory("w", "preset",
+                                                                               2000, 1)
+    assert study.run_directory("w", "planned", 1000, 1) != study.run_directory("w", "planned",
+                                                                                2000, 1)
+
+
+def test_the_file_is_a_results_file_at_every_stage(tmp_path):
+    options = _options(tmp_path, steps=(1000,), seeds=(1,))
+    fakes = Fakes(options, fail_at=("planned", 1000, 1))
+    with pytest.raises(KeyboardInterrupt):
+        study.run_recipe_study(options, fakes.train, fakes.score, say=lambda _: None)
+    data = results_tables.load(tmp_path / "results", "recipe_study")  # the required fields
+    assert results_tables.headline(data) == "1 runs finished"  # no pair yet
+    assert all(set(row) <= {c["key"] for c in data["columns"]} | {"key"}
+               for row in data["rows"])
+    assert results_tables.render_table(tmp_path / "results", "recipe_study")
+
+
+def test_a_results_file_of_other_settings_is_not_resumed(tmp_path):
+    options = _options(tmp_path, steps=(1000,), seeds=(1,))
+    fakes = Fakes(options)
+    study.run_recipe_study(options, fakes.train, fakes.score, say=lambda _: None)
+    other = _options(tmp_path, steps=(1000,), seeds=(1,), beam_size=1)
+    with pytest.raises(study.StudyMismatch, match="recipe_study.json: holds a study of other"):
+        study.run_recipe_study(other, fakes.train, fakes.score, say=lambda _: None)

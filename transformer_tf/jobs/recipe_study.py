@@ -1,0 +1,251 @@
+"""Today's recipe against the planned one (training/recipe_plan.py) at equal steps, on the
+development set: each recipe trained for each step budget with each seed, scored with beam
+search on the dev set (its latest checkpoint, and the average the main job would keep).
+
+    for seed, steps, recipe in SEEDS x STEPS x ("preset", "planned"):
+        train `recipe` for `steps` steps with `seed`; score latest and averaged on dev
+
+The results file (the results/ format, results/README.md) is rewritten after every finished
+run, so a killed study loses at most the run it was training; run again, it keeps the rows
+it has, resumes the interrupted run from its checkpoint and goes on. The preset's recipe
+does not depend on the budget, so its run of the larger budget continues the smaller one
+(a resumed run is the run it would have been); every planned run is its own, since its
+plan depends on its budget. Gains are paired by seed: planned minus preset, same seed and
+steps, averaged over the seeds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+from collections.abc import Callable
+
+from transformer_tf.config import RECIPES
+from transformer_tf.runtime import cpu
+from transformer_tf.training.live_objects import set_aside_live_objects
+
+DEFAULT_STEPS = (1000, 2000)
+DEFAULT_SEEDS = (1, 2)
+COLUMNS = [
+    {"key": "recipe", "label": "recipe"}, {"key": "steps", "label": "steps"},
+    {"key": "seed", "label": "seed"},
+    {"key": "passes", "label": "passes", "format": "{:.1f}"},
+    {"key": "warmup_steps", "label": "warm-up"},
+    {"key": "learning_rate_scale", "label": "LR scale", "format": "{:.3f}"},
+    {"key": "dropout", "label": "P_drop"}, {"key": "attention_dropout", "label": "attention"},
+    {"key": "ffn_dropout", "label": "ReLU"}, {"key": "label_smoothing", "label": "eps_ls"},
+    {"key": "dev_bleu_latest", "label": "dev BLEU latest", "format": "{:.2f}"},
+    {"key": "dev_bleu_averaged", "label": "dev BLEU averaged", "format": "{:.2f}"},
+    {"key": "dev_nll_latest", "label": "dev NLL latest", "format": "{:.3f}"},
+    {"key": "dev_nll_averaged", "label": "dev NLL averaged", "format": "{:.3f}"},
+    {"key": "averaged_checkpoints", "label": "averaged"},
+    {"key": "train_minutes", "label": "train min", "format": "{:.1f}"},
+]
+
+
+@dataclasses.dataclass
+class RecipeStudyOptions:
+    """Options of the study (see scripts/recipe_study.py --help).
+
+    Attributes:
+      data_dir: a prepared data directory (scripts/prepare_data.py).
+      work_dir: where the runs' model directories go (work_dir/<run>/).
+      results: the results file, rewritten after each finished run.
+      preset: the Transformer preset both recipes start from.
+      steps, seeds: the step budgets and the seeds.
+      dev_limit: dev sentences for BLEU (None: all); the NLL is the whole dev set's.
+      command: the command line, recorded in the results file.
+    """
+
+    data_dir: str
+    work_dir: str
+    results: str
+    preset: str = "multi30k"
+    steps: tuple = DEFAULT_STEPS
+    seeds: tuple = DEFAULT_SEEDS
+    eval_every: int = 500
+    precision: str = "auto"
+    dev_limit: int | None = None
+    beam_size: int = 4
+    alpha: float = 0.6
+    command: str = "python scripts/recipe_study.py"
+    verbose: int = 1
+
+    def defining_fields(self) -> dict:
+        """What the rows depend on: a results file of other settings is not resumed."""
+        return {"data_dir": str(pathlib.Path(self.data_dir).resolve()), "preset": self.preset,
+                "precision": self.precision, "dev_limit": self.dev_limit,
+                "beam_size": self.beam_size, "alpha": self.alpha}
+
+
+class StudyMismatch(ValueError):
+    """The results file holds a study of other settings."""
+
+
+def run_directory(work_dir, recipe: str, steps: int, seed: int) -> pathlib.Path:
+    """The model directory of one run: the preset's recipe shares one per seed (the larger
+    budget continues the smaller), a planned run has its own."""
+    name = f"preset-seed{seed}" if recipe == "preset" else f"planned-{steps}-seed{seed}"
+    return pathlib.Path(work_dir) / name
+
+
+def row_key(recipe: str, steps: int, seed: int) -> str:
+    return f"{recipe}-{steps}-seed{seed}"
+
+
+def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_averaged") -> dict:
+    """Per step budget, planned minus preset `metric`, paired by seed and averaged over the
+    seeds that have both: {"gain_<metric>_<steps>": mean, ...}; budgets with no pair are
+    left out."""
+    by_key = {row["key"]: row for row in rows}
+    gains = {}
+    for budget in steps:
+        pairs = [(by_key[row_key("planned", budget, r["seed"])][metric], r[metric])
+                 for r in rows if r["recipe"] == "preset" and r["steps"] == budget
+                 and row_key("planned", budget, r["seed"]) in by_key]
+        if pairs:
+            gains[f"gain_{metric}_{budget}"] = statistics.mean(p - q for p, q in pairs)
+    return gains
+
+
+def machine_description() -> str:
+    """CPU model, cores and the instruction-set flags that matter for training speed."""
+    flags = cpu.read_cpu_flags()
+    shown = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+             if f in flags]
+    return (f"{cpu.cpu_model_name()}, {os.cpu_count()} cores; flags: "
+            f"{', '.join(shown) or 'none of AVX2/AVX-512'}")
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def results_document(rows: list[dict], options: RecipeStudyOptions, started: dict) -> dict:
+    """The results file's content for the rows so far (results/README.md's fields)."""
+    values = {"runs": len(rows)}
+    for metric in ("dev_bleu_averaged", "dev_bleu_latest"):
+        values.update({k: round(v, 2) for k, v in paired_gains(rows, options.steps,
+                                                               metric).items()})
+    shown = [f"{{gain_dev_bleu_averaged_{s}:+.2f}} at {s:,} steps" for s in options.steps
+             if f"gain_dev_bleu_averaged_{s}" in values]
+    headline = ("planned minus preset recipe, dev BLEU: " + ", ".join(shown) if shown
+                else "{runs} runs finished")
+    units = {k: "BLEU" for k in values if k.startswith("gain_")}
+    dev = "all dev sentences" if options.dev_limit is None else f"first {options.dev_limit}"
+    return {
+        "what": (f"Multi30k-style dev set ({dev}), beam {options.beam_size}, alpha "
+                 f"{options.alpha}: the preset {options.preset!r} with its own recipe and "
+                 f"with the planned recipe (docs/training.md), at equal steps "
+                 f"{', '.join(f'{s:,}' for s in options.steps)}, seeds "
+                 f"{', '.join(map(str, options.seeds))}; gains paired by seed"),
+        "title": "Budget-aware recipe against today's, at equal steps (dev BLEU)",
+        "command": options.command, "short_command": "python scripts/recipe_study.py ...",
+        "commit": started["commit"], "commit_role": "measured",
+        "machine": started["machine"], "date": started["date"],
+        "conditions": f"precision {options.precision}; {options.data_dir}",
+        "source": "this file, written by transformer_tf/jobs/recipe_study.py",
+        "study": options.defining_fields(),
+        "values": values, "units": units, "headline": headline,
+        "columns": COLUMNS, "rows": rows,
+    }
+
+
+def _read_rows(path: pathlib.Path, options: RecipeStudyOptions) -> tuple[list[dict], dict]:
+    """The rows and provenance of an earlier, interrupted study in `path` (none: [])."""
+    started = {"commit": _commit(), "machine": machine_description(),
+               "date": datetime.date.today().isoformat()}
+    if not path.exists():
+        return [], started
+    document = json.loads(path.read_text())
+    recorded = document.get("study")
+    if recorded != json.loads(json.dumps(options.defining_fields())):
+        raise StudyMismatch(f"{path}: holds a study of other settings ({recorded}); give "
+                            "another --results, or the same settings to resume it")
+    return document["rows"], {k: document[k] for k in ("commit", "machine", "date")}
+
+
+def _train_run(recipe: str, steps: int, seed: int, options: RecipeStudyOptions):
+    from transformer_tf.training.fit import TrainOptions, train
+
+    return train(TrainOptions(
+        data_dir=options.data_dir, model_dir=str(run_directory(options.work_dir, recipe,
+                                                               steps, seed)),
+        preset=options.preset, training_overrides={"seed": seed}, max_steps=steps,
+        eval_every=options.eval_every, validation_sentences=0, precision=options.precision,
+        verbose=options.verbose, recipe=recipe))
+
+
+def _score_run(model_dir: pathlib.Path, options: RecipeStudyOptions) -> dict:
+    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.inference.selection import average_and_choose
+    from transformer_tf.rundir.model_dir import read_run_config
+
+    run = read_run_config(model_dir)
+    selection = average_and_choose(model_dir, load_prepared(options.data_dir),
+                                   run.training.average_last, beam_size=options.beam_size,
+                                   alpha=options.alpha, bleu_limit=options.dev_limit)
+    scores = {score.name: score for score in selection.scores}
+    averaged = scores.get("averaged", scores["latest"])
+    return {"dev_bleu_latest": scores["latest"].bleu, "dev_nll_latest": scores["latest"].nll,
+            "dev_bleu_averaged": averaged.bleu, "dev_nll_averaged": averaged.nll,
+            "averaged_checkpoints": len(selection.averaged_sources)}
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)  # progress shows at once when stdout goes to a file
+
+
+def run_recipe_study(options: RecipeStudyOptions, train_run: Callable | None = None,
+                     score_run: Callable | None = None, say: Callable = _say) -> dict:
+    """Train and score every run not in the results file yet; returns the results document.
+
+    `train_run(recipe, steps, seed, options)` -> TrainResult and `score_run(model_dir,
+    options)` -> dev scores default to real training and scoring (tests pass fakes)."""
+    from transformer_tf.rundir.model_dir import read_run_config
+
+    train_run, score_run = train_run or _train_run, score_run or _score_run
+    path = pathlib.Path(options.results)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows, started = _read_rows(path, options)
+    done = {row["key"] for row in rows}
+    plan = [(seed, steps, recipe) for seed in options.seeds for steps in sorted(options.steps)
+            for recipe in RECIPES]
+    for index, (seed, steps, recipe) in enumerate(plan, start=1):
+        key = row_key(recipe, steps, seed)
+        if key in done:
+            say(f"[{index}/{len(plan)}] {key}: done before, kept")
+            continue
+        say(f"[{index}/{len(plan)}] {key}: training")
+        result = train_run(recipe, steps, seed, options)
+        set_aside_live_objects()  # runs train and trace in one process, one after another
+        model_dir = run_directory(options.work_dir, recipe, steps, seed)
+        say(f"[{index}/{len(plan)}] {key}: scoring on the dev set")
+        scores = score_run(model_dir, options)
+        set_aside_live_objects()
+        run = read_run_config(model_dir)
+        plan_record = result.recipe_plan or {}
+        rows.append({
+            "key": key, "recipe": recipe, "steps": result.step, "seed": seed,
+            "passes": plan_record.get("passes"),
+            "warmup_steps": run.training.warmup_steps,
+            "learning_rate_scale": run.training.learning_rate_scale,
+            "dropout": run.model.dropout, "attention_dropout": run.model.attention_dropout,
+            "ffn_dropout": run.model.ffn_dropout,
+            "label_smoothing": run.training.label_smoothing,
+            "train_minutes": result.trained_seconds / 60.0, **scores})
+        document = results_document(rows, options, started)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(document, indent=1) + "\n")
+        tmp.replace(path)
+        say(f"[{index}/{len(plan)}] {key}: dev BLEU latest {scores['dev_bleu_latest']:.2f}, "
+            f"averaged {scores['dev_bleu_averaged']:.2f} -> {path}")
+    return results_document(rows, options, started)
