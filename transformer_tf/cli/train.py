@@ -5,7 +5,7 @@ status 2) naming the holder (pid, host, start time).
 
 Example (or the installed command transformer-tf-train with the same arguments):
   python scripts/train.py --data runs/multi30k_en_de/data --preset multi30k \\
-      --model-dir runs/multi30k_en_de/model --max-minutes 30
+      --model-dir runs/multi30k_en_de/model --max-minutes 30 --early-stopping 4
 """
 import argparse
 import dataclasses
@@ -44,6 +44,11 @@ def main(argv=None):
     parser.add_argument("--validation-sentences", type=non_negative_int, default=200,
                         help="dev sentences decoded (greedy) for validation BLEU and example "
                              "translations; 0 disables (default 200)")
+    parser.add_argument("--early-stopping", type=positive_int, metavar="PATIENCE",
+                        help="end the run once dev BLEU has not improved for PATIENCE "
+                             "validation runs in a row (default: train to the plan); the "
+                             "best checkpoint by dev BLEU is kept in MDIR/checkpoints/best/ "
+                             "either way")
     dist = parser.add_argument_group("devices")
     dist.add_argument("--strategy", choices=("default", "mirrored", "multiworker"),
                       default="default",
@@ -86,6 +91,8 @@ def _run(parser, args) -> int:
             and get_preset(args.preset).training.train_steps is None):
         parser.error("give --max-steps, --epochs or --max-minutes (this preset has no step "
                      "plan; base, big and big_en_fr do: 100k, 300k, 300k steps)")
+    if args.early_stopping is not None and args.validation_sentences == 0:
+        parser.error("--early-stopping needs dev BLEU: --validation-sentences must be above 0")
     for flag, field in (("tokens_per_batch", "tokens_per_batch"),
                         ("warmup_steps", "warmup_steps"), ("seed", "seed")):
         if getattr(args, flag) is not None:
@@ -97,7 +104,7 @@ def _run(parser, args) -> int:
         max_minutes=args.max_minutes, eval_every=args.eval_every, log_every=args.log_every,
         strategy=args.strategy, devices=args.devices, precision=args.precision,
         jit_compile=args.xla, validation_sentences=args.validation_sentences,
-        verbose=0 if args.quiet else 1)
+        early_stopping=args.early_stopping, verbose=0 if args.quiet else 1)
     result = train(options)
     print(json.dumps(dataclasses.asdict(result), indent=2))
     return 0
