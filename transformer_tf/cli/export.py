@@ -28,8 +28,10 @@ def main(argv=None):
                              "an integer; TF Serving serves the highest)")
     parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
     parser.add_argument("--beam-size", type=int, help="beam size baked into the signatures "
-                                                      "(default: the run's, 4)")
-    parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
+                                                      "(default: the run's: chosen on the dev "
+                                                      "set by the main job, else 4)")
+    parser.add_argument("--alpha", type=float,
+                        help="length penalty exponent (default: the run's, as --beam-size; 0.6)")
     parser.add_argument("--max-extra-length", type=int,
                         help="output length limit = input length + this (default 50)")
     parser.add_argument("--chunk-size", type=int,

@@ -1,10 +1,11 @@
 """The main job: Multi30k En->De end to end on this machine (the README's first command).
 
 Prepares the shared BPE from the local corpus ($TRANSFORMER_TF_DATA/multi30k) or the
-download, trains the preset for a time budget, averages the last checkpoints, translates
-test 2016 with beam search, scores it with sacreBLEU (and the tokenized BLEU variants),
-exports a SavedModel to saved_models/, translates a few sentences through it, and prints
-where everything went. --train-minutes is the run's budget, not each invocation's: running
+download, trains the preset for a time budget, averages the last checkpoints, chooses
+among the latest, the averaged and the best checkpoint, then the beam size and alpha, on
+the dev set, translates test 2016 with beam search, scores it with sacreBLEU (and the
+tokenized BLEU variants), exports a SavedModel to saved_models/, translates a few
+sentences through it, and prints where everything went. --train-minutes is the run's budget, not each invocation's: running
 it again resumes the run from its last checkpoint and trains only what is left of the
 budget (a killed run finishes its budget; a finished run is evaluated and exported again
 without training). Give a larger --train-minutes to train a run longer.
@@ -14,6 +15,7 @@ Examples:
   python scripts/main_job.py --model convs2s                # the same with ConvS2S
   python scripts/main_job.py --tgt fr --train-minutes 120   # En->Fr, two hours
   python scripts/main_job.py --epochs 30 --train-minutes 0  # an epoch budget instead
+  python scripts/main_job.py --early-stopping 4             # stop once dev BLEU stalls
 """
 import argparse
 import logging
@@ -54,17 +56,22 @@ def main(argv=None):
     parser.add_argument("--max-steps", type=positive_int, help="train this many steps in total")
     parser.add_argument("--eval-every", type=positive_int, default=500,
                         help="steps between validation loss/BLEU (default 500)")
+    parser.add_argument("--early-stopping", type=positive_int, metavar="PATIENCE",
+                        help="end training early once dev BLEU has not improved for PATIENCE "
+                             "validation runs in a row (default: use the whole budget)")
     parser.add_argument("--average-last", type=positive_int,
                         help="checkpoints to average, from the last 20%% of training; the "
                              "average is kept only if it beats the latest checkpoint on the "
                              "dev set (default: the preset's, 5)")
     parser.add_argument("--beam-size", type=positive_int,
-                        help="beam size (default: the preset's; 4 Transformer, 5 ConvS2S)")
-    parser.add_argument("--alpha", type=float, help="length penalty (default: the preset's, 0.6)")
+                        help="beam size (default: chosen on the dev set among 1, 4 and 6)")
+    parser.add_argument("--alpha", type=float,
+                        help="length penalty (default: chosen on the dev set among 0.6 and 1.0)")
     parser.add_argument("--test-limit", type=positive_int, help="decode only the first N test sentences")
     parser.add_argument("--dev-limit", type=positive_int,
-                        help="choose between the latest and the averaged checkpoint by BLEU "
-                             "on the first N dev sentences only (default: all)")
+                        help="choose the checkpoint (latest, averaged, best) and the beam "
+                             "size and alpha by BLEU on the first N dev sentences only "
+                             "(default: all)")
     parser.add_argument("--export-name",
                         help="saved_models/NAME (default: the work directory's name)")
     parser.add_argument("--export-version", type=positive_int,
@@ -96,6 +103,8 @@ def _run(parser, args) -> int:
     minutes = args.train_minutes if args.train_minutes and args.train_minutes > 0 else None
     if minutes is None and args.epochs is None and args.max_steps is None:
         parser.error("--train-minutes 0 needs --epochs or --max-steps")
+    if args.early_stopping is not None and args.validation_sentences == 0:
+        parser.error("--early-stopping needs dev BLEU: --validation-sentences must be above 0")
     options = MainJobOptions(
         dataset=args.dataset, source_language=args.src, target_language=args.tgt,
         vocab_size=args.vocab_size, subword=args.subword, data_dir=args.data_dir,
@@ -106,7 +115,8 @@ def _run(parser, args) -> int:
         dev_limit=args.dev_limit, export_name=args.export_name, export_version=args.export_version,
         saved_models_dir=args.saved_models_dir,
         model_overrides=model_overrides, training_overrides=training_overrides,
-        validation_sentences=args.validation_sentences, precision=args.precision,
+        validation_sentences=args.validation_sentences, early_stopping=args.early_stopping,
+        precision=args.precision,
         verbose=0 if args.quiet else 1)
     summary = run_main_job(options)
     print(format_summary(summary))

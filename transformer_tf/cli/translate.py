@@ -26,8 +26,11 @@ def main(argv=None):
     source.add_argument("--model-dir", help="training run directory")
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
     parser.add_argument("--beam-size", type=positive_int,
-                        help="beam size (default: the model's, 4); 1 is greedy")
-    parser.add_argument("--alpha", type=float, help="length penalty exponent (default 0.6)")
+                        help="beam size (default: the model's: chosen on the dev set by "
+                             "the main job, else the preset's, 4); 1 is greedy")
+    parser.add_argument("--alpha", type=float,
+                        help="length penalty exponent (default: the model's, as --beam-size; "
+                             "0.6)")
     parser.add_argument("--max-extra-length", type=non_negative_int,
                         help="output length limit = input length + this (default 50)")
     parser.add_argument("--stopping", choices=STOPPING_RULES,
