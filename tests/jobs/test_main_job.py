@@ -29,7 +29,24 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     summary = json.loads((work / "summary.json").read_text())
     paths = summary["paths"]
     assert summary["train_steps"] == 24
-    assert (summary["family"], summary["beam_size"], summary["alpha"]) == ("transformer", 2, 0.6)
+    # --beam-size 2 given: alpha chosen on the dev set from 0.6 and 1.0, the argmax.
+    assert (summary["family"], summary["beam_size"]) == ("transformer", 2)
+    tried = {row["alpha"]: row["dev_bleu"] for row in summary["decoding_scores"]}
+    assert sorted(tried) == [0.6, 1.0] and tried[summary["alpha"]] == max(tried.values())
+    assert summary["decoding_reason"] in result.stdout
+    exported = json.loads((pathlib.Path(summary["paths"]["saved_model"]) / "assets.extra"
+                           / "transformer_tf.json").read_text())["decoding"]
+    assert (exported["beam_size"], exported["alpha"]) == (2, summary["alpha"])
+    recorded = json.loads((work / "model" / "chosen_decoding.json").read_text())
+    assert (recorded["beam_size"], recorded["alpha"]) == (2, summary["alpha"])
+    # Validation every 12 steps, logged; the best by dev BLEU kept apart.
+    rows = [json.loads(line) for line in
+            pathlib.Path(summary["paths"]["validation_log"]).read_text().splitlines()]
+    assert [row["step"] for row in rows] == [12, 24]
+    best = summary["best_checkpoint"]
+    assert best["dev_bleu"] == max(row["dev_bleu"] for row in rows)
+    assert pathlib.Path(best["checkpoint"] + ".index").exists()
+    assert summary["stopped_by"] == "steps" and summary["stop_reason"] in result.stdout
     assert (work / "data" / "prepared.json").exists() and (work / "data" / "bpe.model").exists()
     checkpoints = sorted((work / "model" / "checkpoints").glob("ckpt-*.index"))
     assert len(checkpoints) >= 3 and (work / "model" / "checkpoints" / "ckpt-24.index").exists()
@@ -38,21 +55,28 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     averaged = [int(pathlib.Path(p).name.split("-")[1]) for p in summary["averaged_checkpoints"]]
     assert len(averaged) == 3 and averaged == sorted(averaged)
     assert averaged[0] >= 20 and averaged[-1] == 24
-    assert [score["name"] for score in summary["dev_scores"]] == ["latest", "averaged"]
-    # The rule (inference/selection.py): BLEU decides beyond the dev set's noise, NLL within.
-    latest, averaged = summary["dev_scores"]
+    names = [score["name"] for score in summary["dev_scores"]]
+    assert names == ["latest", "averaged"] + (["best"] if best["step"] != 24 else [])
+    # The rule (inference/selection.py): each candidate in turn against the one kept so far;
+    # BLEU decides beyond the dev set's noise, NLL within it.
     reason = summary["choice_reason"]
-    if "beyond noise" in reason:
-        better = max(summary["dev_scores"], key=lambda score: score["bleu"])
-    else:
-        assert "within noise" in reason
-        better = min(summary["dev_scores"], key=lambda score: score["nll"])
-    assert summary["chosen"] == better["name"] and f"decides, {better['name']}" in reason
+    steps = reason.split("; then ")
+    assert len(steps) == len(names) - 1
+    kept = summary["dev_scores"][0]
+    for challenger, step in zip(summary["dev_scores"][1:], steps):
+        if "beyond noise" in step:
+            kept = max(kept, challenger, key=lambda score: score["bleu"])
+        else:
+            assert "within noise" in step
+            kept = challenger if challenger["nll"] < kept["nll"] else kept
+        assert f"decides, {kept['name']}" in step
+    assert summary["chosen"] == kept["name"]
     assert reason in result.stdout
     assert pathlib.Path(paths["chosen_checkpoint"] + ".index").exists()
     assert summary["precision"] in ("float32", "mixed_bfloat16")
     assert set(summary["stage_seconds"]) == {"prepare", "train", "average_and_select",
-                                             "test_decode_and_score", "export", "serve_demo"}
+                                             "choose_decoding", "test_decode_and_score",
+                                             "export", "serve_demo"}
     hypotheses = pathlib.Path(paths["hypotheses"]).read_text().split("\n")[:-1]
     assert len(hypotheses) == 12
     scores = json.loads(pathlib.Path(paths["scores"]).read_text())

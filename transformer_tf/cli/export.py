@@ -36,8 +36,8 @@ def main(argv=None):
                         help="version directory to write, saved_models/NAME/VERSION (VERSION: "
                              "an integer; TF Serving serves the highest)")
     parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
-    add_search_flags(parser, "the run's", length=True, stopping=True,
-                     purpose="baked into the signatures")
+    add_search_flags(parser, "the run's: chosen on the dev set by the main job, else the preset's",
+                     length=True, stopping=True, purpose="baked into the signatures")
     parser.add_argument("--chunk-size", type=int,
                         help="search each request sorted by source length, this many rows at "
                              "a time (same outputs, less work on mixed lengths); 0: the whole "

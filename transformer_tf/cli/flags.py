@@ -57,5 +57,13 @@ def add_recipe_flag(parser: argparse.ArgumentParser) -> None:
                              "recipe), settings you give win. A resumed run keeps its recipe")
 
 
+def add_early_stopping_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--early-stopping", type=positive_int, metavar="PATIENCE",
+                        help="end training once dev BLEU has not improved for PATIENCE "
+                             "validation runs in a row (default: train the whole plan); the "
+                             "best checkpoint by dev BLEU is kept in MDIR/checkpoints/best/ "
+                             "either way")
+
+
 def add_quiet_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -1,10 +1,11 @@
 """The main job: Multi30k En->De end to end on this machine (the README's first command).
 
 Prepares the shared BPE from the local corpus ($TRANSFORMER_TF_DATA/multi30k) or the
-download, trains the preset for a time budget, averages the last checkpoints, translates
-test 2016 with beam search, scores it with sacreBLEU (and the tokenized BLEU variants),
-exports a SavedModel to saved_models/, translates a few sentences through it, and prints
-where everything went. --train-minutes is the run's budget, not each invocation's: running
+download, trains the preset for a time budget, averages the last checkpoints, chooses
+among the latest, the averaged and the best checkpoint, then the beam size and alpha, on
+the dev set, translates test 2016 with beam search, scores it with sacreBLEU (and the
+tokenized BLEU variants), exports a SavedModel to saved_models/, translates a few
+sentences through it, and prints where everything went. --train-minutes is the run's budget, not each invocation's: running
 it again resumes the run from its last checkpoint and trains only what is left of the
 budget (a killed run finishes its budget; a finished run is evaluated and exported again
 without training). Give a larger --train-minutes to train a run longer.
@@ -15,6 +16,7 @@ Examples:
   python scripts/main_job.py --tgt fr --train-minutes 120   # En->Fr, two hours
   python scripts/main_job.py --epochs 30 --train-minutes 0  # an epoch budget instead
   python scripts/main_job.py --recipe preset                # the preset's recipe, unplanned
+  python scripts/main_job.py --early-stopping 4             # stop once dev BLEU stalls
 """
 import argparse
 import logging
@@ -22,6 +24,7 @@ import logging
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import (
+    add_early_stopping_flag,
     add_precision_flag,
     add_quiet_flag,
     add_recipe_flag,
@@ -63,15 +66,17 @@ def main(argv=None):
     parser.add_argument("--max-steps", type=positive_int, help="train this many steps in total")
     parser.add_argument("--eval-every", type=positive_int, default=500,
                         help="steps between validation loss/BLEU (default 500)")
+    add_early_stopping_flag(parser)
     parser.add_argument("--average-last", type=positive_int,
                         help="checkpoints to average, from the last 20%% of training; the "
                              "average is kept only if it beats the latest checkpoint on the "
                              "dev set (default: the preset's, 5)")
-    add_search_flags(parser, "the preset's")
+    add_search_flags(parser, "chosen on the dev set among beam 1, 4 and 6 and alpha 0.6 and 1.0")
     parser.add_argument("--test-limit", type=positive_int, help="decode only the first N test sentences")
     parser.add_argument("--dev-limit", type=positive_int,
-                        help="choose between the latest and the averaged checkpoint by BLEU "
-                             "on the first N dev sentences only (default: all)")
+                        help="choose the checkpoint (latest, averaged, best) and the beam "
+                             "size and alpha by BLEU on the first N dev sentences only "
+                             "(default: all)")
     parser.add_argument("--export-name",
                         help="saved_models/NAME (default: the work directory's name)")
     parser.add_argument("--export-version", type=positive_int,
@@ -107,6 +112,8 @@ def _run(parser, args) -> int:
     minutes = args.train_minutes if args.train_minutes and args.train_minutes > 0 else None
     if minutes is None and args.epochs is None and args.max_steps is None:
         parser.error("--train-minutes 0 needs --epochs or --max-steps")
+    if args.early_stopping is not None and args.validation_sentences == 0:
+        parser.error("--early-stopping needs dev BLEU: --validation-sentences must be above 0")
     options = MainJobOptions(
         dataset=args.dataset, source_language=args.src, target_language=args.tgt,
         vocab_size=args.vocab_size, subword=args.subword, data_dir=args.data_dir,
@@ -119,7 +126,8 @@ def _run(parser, args) -> int:
         model_overrides=choice.model_overrides, training_overrides=choice.training_overrides,
         decoding_overrides=choice.decoding_overrides,
         validation_sentences=args.validation_sentences, precision=args.precision,
-        verbose=0 if args.quiet else 1, recipe=args.recipe)
+        verbose=0 if args.quiet else 1, recipe=args.recipe,
+        early_stopping=args.early_stopping)
     summary = run_main_job(options)
     print(format_summary(summary))
     return 0

@@ -5,7 +5,7 @@ status 2) naming the holder (pid, host, start time).
 
 Example (or the installed command transformer-tf-train with the same arguments):
   python scripts/train.py --data runs/multi30k_en_de/data --preset multi30k \\
-      --model-dir runs/multi30k_en_de/model --max-minutes 30
+      --model-dir runs/multi30k_en_de/model --max-minutes 30 --early-stopping 4
 
 Fine-tuning: a new run from another run's weights, on data prepared with its tokenizer:
   python scripts/prepare_data.py --dataset files --src en --tgt de --train-src in.en \\
@@ -22,7 +22,12 @@ import sys
 
 from transformer_tf.cli.arguments import non_negative_int, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag, add_recipe_flag
+from transformer_tf.cli.flags import (
+    add_early_stopping_flag,
+    add_precision_flag,
+    add_quiet_flag,
+    add_recipe_flag,
+)
 from transformer_tf.cli.model_flags import (
     add_model_flags,
     dump_config,
@@ -63,6 +68,7 @@ def main(argv=None):
     parser.add_argument("--validation-sentences", type=non_negative_int, default=200,
                         help="dev sentences decoded (greedy) for validation BLEU and example "
                              "translations; 0 disables (default 200)")
+    add_early_stopping_flag(parser)
     dist = parser.add_argument_group("devices")
     dist.add_argument("--strategy", choices=("default", "mirrored", "multiworker"),
                       default="default",
@@ -112,6 +118,8 @@ def _run(parser, args) -> int:
             and get_preset(args.preset).training.train_steps is None):
         parser.error("give --max-steps, --epochs or --max-minutes (this preset has no step "
                      "plan; base, big and big_en_fr do: 100k, 300k, 300k steps)")
+    if args.early_stopping is not None and args.validation_sentences == 0:
+        parser.error("--early-stopping needs dev BLEU: --validation-sentences must be above 0")
     for flag, field in (("tokens_per_batch", "tokens_per_batch"),
                         ("warmup_steps", "warmup_steps"), ("seed", "seed")):
         if getattr(args, flag) is not None:
@@ -123,7 +131,8 @@ def _run(parser, args) -> int:
         max_minutes=args.max_minutes, eval_every=args.eval_every, log_every=args.log_every,
         strategy=args.strategy, devices=args.devices, precision=args.precision,
         jit_compile=args.xla, validation_sentences=args.validation_sentences,
-        verbose=0 if args.quiet else 1, init_from=init_from, recipe=args.recipe)
+        verbose=0 if args.quiet else 1, init_from=init_from, recipe=args.recipe,
+        early_stopping=args.early_stopping)
     result = train(options)
     print(json.dumps(dataclasses.asdict(result), indent=2))
     return 0

@@ -37,7 +37,8 @@ def main(argv=None):
                              "checkpoint; they must share one tokenizer; the first run's "
                              "search settings")
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
-    add_search_flags(parser, "the model's", length=True, stopping=True)
+    add_search_flags(parser, "the model's: chosen on the dev set by the main job, else the "
+                             "preset's", length=True, stopping=True)
     parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch")
     parser.add_argument("--n-best", type=positive_int, default=1,
                         help="print the N best hypotheses per sentence as "

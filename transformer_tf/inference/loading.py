@@ -84,13 +84,22 @@ def default_checkpoint(model_dir) -> tuple[str, str]:
     return newest, "the newest training checkpoint"
 
 
+def run_decoding(model_dir, run: model_dir_lib.RunConfig) -> DecodingConfig:
+    """The search settings a run is used with when none is given: its run config's, with
+    the beam size and alpha chosen on the dev set (`model_dir.read_chosen_decoding`) when
+    recorded."""
+    chosen = model_dir_lib.read_chosen_decoding(model_dir)
+    return run.decoding.with_overrides(**chosen.overrides()) if chosen else run.decoding
+
+
 def load_trained(model_dir, checkpoint=None, **decoding_overrides):
     """(model, tokenizer, run_config, checkpoint_path) of a training run's model directory;
-    the run config's decoding settings with `decoding_overrides` (beam_size=, alpha=,
-    max_extra_length=; None = keep), checked before anything is loaded. Reads only the
-    model directory (its run config, tokenizer and checkpoints)."""
+    the run's decoding settings (`run_decoding`) with `decoding_overrides` (beam_size=,
+    alpha=, max_extra_length=; None = keep), checked before anything is loaded. Reads only
+    the model directory (its run config, choices, tokenizer and checkpoints)."""
     run = model_dir_lib.read_run_config(model_dir)
-    run = dataclasses.replace(run, decoding=run.decoding.with_overrides(**decoding_overrides))
+    run = dataclasses.replace(
+        run, decoding=run_decoding(model_dir, run).with_overrides(**decoding_overrides))
     path = pick_checkpoint(model_dir, checkpoint)
     model = build_model(run.family, run.model)
     checkpoints.load_weights(model, path)

@@ -1,6 +1,8 @@
-"""Choosing the final model on the development set: the averaged checkpoint only when it
-is better than the latest one (averaging in a checkpoint from too early in training can
-cost many BLEU points).
+"""Choosing the final model on the development set among the latest checkpoint, the
+average of the final ones, and the best checkpoint by dev BLEU during training
+(MDIR/checkpoints/best/): another candidate is kept only when it is better than the one
+before it (averaging in a checkpoint from too early in training can cost many BLEU points;
+a run that got worse late keeps its best).
 
 Each candidate checkpoint is scored on the dev split of the prepared data: its
 negative log-likelihood per real target token (teacher forced, every dev pair) and the
@@ -30,6 +32,7 @@ from transformer_tf.inference.loading import load_trained, pick_checkpoint
 from transformer_tf.inference.translator import Translator
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir import model_dir as model_dir_lib
+from transformer_tf.rundir.best_checkpoint import read_best
 from transformer_tf.rundir.lock import hold_run
 from transformer_tf.rundir.model_dir import read_tokenizer_proto
 from transformer_tf.training import averaging
@@ -82,21 +85,37 @@ class DevScorer:
         if bleu_limit:
             self.sources, self.references = (self.sources[:bleu_limit],
                                              self.references[:bleu_limit])
+        self.tokenizer, self.decoding = tokenizer, run.decoding
         self.translator = from_translator(Translator(self.model, tokenizer, run.decoding))
         self.batch_size = batch_size
 
-    def score(self, name: str, checkpoint) -> DevScore:
+    def _load(self, checkpoint) -> str:
         path = pick_checkpoint(self.model_dir, checkpoint)
         if path != self._loaded:
             checkpoints.load_weights(self.model, path)
             self._loaded = path
-        nll = float(self.trainer.evaluate(self.dataset, verbose=0, return_dict=True)["nll"])
-        translations, _ = translate_lines(self.translator, self.sources, self.batch_size,
+        return path
+
+    def _translate(self, translator) -> tuple:
+        translations, _ = translate_lines(translator, self.sources, self.batch_size,
                                           progress=False)
-        hypotheses = tuple(row[0] for row in translations)
+        return tuple(row[0] for row in translations)
+
+    def score(self, name: str, checkpoint) -> DevScore:
+        path = self._load(checkpoint)
+        nll = float(self.trainer.evaluate(self.dataset, verbose=0, return_dict=True)["nll"])
+        hypotheses = self._translate(self.translator)
         bleu = float(corpus_bleu(hypotheses, self.references))
         return DevScore(name=name, checkpoint=str(path), nll=nll, bleu=bleu,
                         translations=hypotheses)
+
+    def bleu_with(self, checkpoint, beam_size: int, alpha: float) -> float:
+        """Dev BLEU of `checkpoint` searched with `beam_size` and `alpha` (the run's other
+        search settings kept)."""
+        self._load(checkpoint)
+        decoding = self.decoding.with_overrides(beam_size=beam_size, alpha=alpha)
+        translator = from_translator(Translator(self.model, self.tokenizer, decoding))
+        return float(corpus_bleu(self._translate(translator), self.references))
 
 
 def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alpha=None,
@@ -146,20 +165,24 @@ def compare_on_dev(incumbent: DevScore, challenger: DevScore, references) -> Cho
 @dataclasses.dataclass(frozen=True)
 class Selection:
     chosen: DevScore
-    scores: list  # DevScore per candidate: "latest", and "averaged" when there was one
+    # DevScore per candidate: "latest", then "averaged" and "best" when there were such
+    scores: list
     averaged_sources: list  # checkpoint prefixes averaged (empty: not averaged)
-    note: str  # what was averaged, or why not
-    reason: str  # why `chosen` was kept (`Choice.reason`, or: the only candidate)
+    note: str  # what was averaged, or why not; and the best checkpoint's step
+    reason: str  # why `chosen` was kept (the `Choice.reason`s, or: the only candidate)
 
 
 def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
                        alpha=None, bleu_limit: int | None = None) -> Selection:
     """Average up to `last` checkpoints from the final part of training
-    (`averaging.tail_checkpoints`) and choose between that average and the latest
-    checkpoint on the dev set of `prepared` (BLEU on its first `bleu_limit` sentences,
-    None: all). With fewer than two checkpoints in the tail nothing is averaged and the
-    latest is chosen. Holds the run's lock, and records the choice in the run directory
-    (`model_dir.write_chosen`), where export and translate find it."""
+    (`averaging.tail_checkpoints` of `averaging.candidate_checkpoints`) and choose on the
+    dev set of `prepared` (BLEU on its first `bleu_limit` sentences, None: all) among the
+    latest checkpoint, that average and the run's best checkpoint by dev BLEU during
+    training, in that order, by `compare_on_dev`: a candidate replaces the one kept so far
+    only when better. With fewer than two checkpoints in the tail nothing is averaged; a
+    best checkpoint at the latest step is the latest. Holds the run's lock, and records the
+    choice in the run directory (`model_dir.write_chosen`), where export and translate
+    find it."""
     with hold_run(model_dir):
         selection = _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
                                         bleu_limit)
@@ -175,20 +198,35 @@ def _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
     available = checkpoints.readable_checkpoints(checkpoints.list_checkpoints(model_dir))
     if not available:
         raise ValueError(f"{model_dir} has no checkpoints")
-    tail = averaging.tail_checkpoints(available, last)
+    tail = averaging.tail_checkpoints(averaging.candidate_checkpoints(model_dir), last)
     scorer = DevScorer(model_dir, prepared, available[-1], beam_size=beam_size, alpha=alpha,
                        bleu_limit=bleu_limit)
     latest = scorer.score("latest", available[-1])
+    scores, sources, reasons, kept = [latest], [], [], latest
     if len(tail) < 2:
-        note = (f"not averaged: {len(tail)} checkpoint(s) in the final "
-                f"{averaging.TAIL_FRACTION:.0%} of training")
-        return Selection(chosen=latest, scores=[latest], averaged_sources=[], note=note,
-                         reason="latest: the only candidate")
-    averaged = averaging.average_run(model_dir, last, out=out, allow_fewer=True,
-                                       tail_only=True)
-    sources = list(averaged.sources)
-    average = scorer.score("averaged", averaged.path)
-    choice = compare_on_dev(latest, average, scorer.references)
-    return Selection(chosen=choice.chosen, scores=[latest, average], averaged_sources=sources,
-                     note=f"averaged {', '.join(pathlib.Path(p).name for p in sources)}",
-                     reason=choice.reason)
+        notes = [f"not averaged: {len(tail)} checkpoint(s) in the final "
+                 f"{averaging.TAIL_FRACTION:.0%} of training"]
+    else:
+        averaged = averaging.average_run(model_dir, last, out=out, allow_fewer=True,
+                                         tail_only=True)
+        sources = list(averaged.sources)
+        notes = [f"averaged {', '.join(pathlib.Path(p).name for p in sources)}"]
+        scores.append(scorer.score("averaged", averaged.path))
+    best = read_best(model_dir)
+    problem = best and checkpoints.checkpoint_problem(best.checkpoint)
+    if problem:
+        notes.append(f"the best checkpoint is damaged ({problem}): not a candidate")
+    elif best is not None:
+        where = f"best by dev BLEU during training: step {best.step} ({best.dev_bleu:.2f})"
+        if best.step == checkpoints.checkpoint_step(latest.checkpoint):
+            notes.append(f"{where}, the latest")
+        else:
+            notes.append(where)
+            scores.append(scorer.score("best", best.checkpoint))
+    for challenger in scores[1:]:
+        choice = compare_on_dev(kept, challenger, scorer.references)
+        kept = choice.chosen
+        reasons.append(choice.reason)
+    return Selection(chosen=kept, scores=scores, averaged_sources=sources,
+                     note="; ".join(notes),
+                     reason="; then ".join(reasons) or "latest: the only candidate")

@@ -1,15 +1,18 @@
-"""The main job, end to end: prepare, train, average and choose on the dev set, decode,
-score, export, translate.
+"""The main job, end to end: prepare, train, average and choose on the dev set, choose
+beam size and alpha on the dev set, decode, score, export, translate.
 
 `scripts/main_job.py` (the README's first command) runs `run_main_job`. An existing prepared
 directory is reused, and training resumes from the run's last checkpoint: steps, epochs
 and minutes all count the whole run, so a finished run trains no further and a killed one
-trains what is left of its plan (the training time is saved with each checkpoint). Averaging, the dev-set choice between the average and the latest
-checkpoint (inference/selection.py), decoding, scoring and export are always redone.
+trains what is left of its plan (the training time is saved with each checkpoint).
+Averaging, the dev-set choice among the latest, the averaged and the best checkpoint
+(inference/selection.py), the choice of beam size and alpha on the dev set
+(inference/decoding_choice.py), decoding, scoring and export are always redone.
 
 Layout under `work_dir` (default runs/<dataset>_<src>_<tgt>):
     data/                      prepared corpus and shared BPE (scripts/prepare_data.py)
-    model/                     checkpoints, averaged/, logs/ (TensorBoard), run_config.json
+    model/                     checkpoints (best/ among them), averaged/, logs/ (TensorBoard),
+                               run_config.json, validation.jsonl, chosen_*.json
     test.hyp.<tgt>             beam-search translations of the test set
     scores.json                sacreBLEU, chrF, tokenized BLEU variants
     summary.json               where everything went, and the figures
@@ -32,10 +35,13 @@ from transformer_tf.evaluation import evaluate
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator, translate_lines
-from transformer_tf.inference.selection import average_and_choose
+from transformer_tf.inference.decoding_choice import choose_decoding, decoding_grid
+from transformer_tf.inference.selection import DevScorer, average_and_choose
 from transformer_tf.jobs.stages import JobStages, export_version_dir
+from transformer_tf.rundir.best_checkpoint import read_best
 from transformer_tf.rundir.lock import hold_run
 from transformer_tf.rundir.model_dir import read_run_config
+from transformer_tf.rundir.validation_log import validation_log_path
 from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, train
 from transformer_tf.training.recipe_plan import RecipePlan
@@ -67,8 +73,11 @@ class MainJobOptions:
     max_steps: int | None = None
     eval_every: int = 500
     average_last: int | None = None
-    beam_size: int | None = None  # None: the preset's (DecodingConfig)
-    alpha: float | None = None
+    beam_size: int | None = None  # None: chosen on the dev set from beam_sizes
+    alpha: float | None = None  # None: chosen on the dev set from alphas
+    # The search settings tried on the dev set (beam 1 once: its alpha ranks nothing).
+    beam_sizes: tuple = (1, 4, 6)
+    alphas: tuple = (0.6, 1.0)
     batch_size: int = 64
     test_limit: int | None = None
     dev_limit: int | None = None  # dev sentences decoded to choose the checkpoint (None: all)
@@ -79,6 +88,7 @@ class MainJobOptions:
     training_overrides: dict = dataclasses.field(default_factory=dict)
     decoding_overrides: dict = dataclasses.field(default_factory=dict)
     validation_sentences: int = 200
+    early_stopping: int | None = None  # patience in evaluations (None: the whole budget)
     verbose: int = 1
     # "planned": the budget-aware recipe (training/recipe_plan.py) sets what the user did
     # not; "preset": the preset's recipe as it is.
@@ -111,7 +121,7 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     src, tgt = options.source_language, options.target_language
 
     subword_name = {"bpe": "BPE", "wordpiece": "word-piece vocabulary"}[options.subword]
-    stages.begin(f"1/6 prepare {options.dataset} {src}->{tgt} with a shared {subword_name} of "
+    stages.begin(f"1/7 prepare {options.dataset} {src}->{tgt} with a shared {subword_name} of "
                  f"{options.vocab_size} pieces -> {data_dir}")
     if (data_dir / METADATA_FILE).exists():
         prepared = load_prepared(data_dir)
@@ -127,7 +137,7 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
                                    data_dir=options.data_dir)
     stages.done("prepare")
 
-    stages.begin(f"2/6 train preset {options.preset!r} -> {model_dir} "
+    stages.begin(f"2/7 train preset {options.preset!r} -> {model_dir} "
                  f"(TensorBoard: tensorboard --logdir {model_dir / 'logs'})")
     result = train(TrainOptions(
         data_dir=str(data_dir), model_dir=str(model_dir), preset=options.preset,
@@ -135,17 +145,18 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
         decoding_overrides=options.decoding_overrides,
         max_steps=options.max_steps, epochs=options.epochs, max_minutes=options.train_minutes,
         eval_every=options.eval_every, validation_sentences=options.validation_sentences,
-        precision=options.precision, verbose=options.verbose, recipe=options.recipe))
+        precision=options.precision, verbose=options.verbose, recipe=options.recipe,
+        early_stopping=options.early_stopping))
     print(f"trained to step {result.step}, precision {result.precision} "
-          f"({result.precision_reason})")
+          f"({result.precision_reason}); stopped: {result.stop_reason}")
     print(f"recipe {describe_recipe(result.recipe_plan)}")
     run = read_run_config(model_dir)
     stages.done("train")
 
     average_last = options.average_last or run.training.average_last
-    stages.begin(f"3/6 average the final checkpoints (up to {average_last}, from the last "
+    stages.begin(f"3/7 average the final checkpoints (up to {average_last}, from the last "
                  f"{averaging.TAIL_FRACTION:.0%} of training) and keep it only if it is better "
-                 "than the latest on the dev set")
+                 "than the latest on the dev set; the same for the best checkpoint by dev BLEU")
     search = dict(beam_size=options.beam_size or run.decoding.beam_size,
                   alpha=run.decoding.alpha if options.alpha is None else options.alpha)
     selection = average_and_choose(model_dir, prepared, average_last,
@@ -157,12 +168,32 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     print(f"chosen: {chosen.name} ({pathlib.Path(chosen.checkpoint).name}): {selection.reason}")
     stages.done("average_and_select")
 
+    grid = decoding_grid((options.beam_size,) if options.beam_size else options.beam_sizes,
+                         (options.alpha,) if options.alpha is not None else options.alphas)
+    stages.begin(f"4/7 choose beam size and alpha on the dev set: {len(grid)} setting(s)")
+    if len(grid) > 1:
+        scorer = DevScorer(model_dir, prepared, chosen.checkpoint, bleu_limit=options.dev_limit)
+        decoding = choose_decoding(model_dir, scorer, chosen.checkpoint, grid, known={
+            (search["beam_size"], search["alpha"]): chosen.bleu})
+        for row in decoding.scores:
+            print(f"  beam {row['beam_size']}, alpha {row['alpha']:g}: dev BLEU "
+                  f"{row['dev_bleu']:.2f}")
+        search = decoding.overrides()
+        decoding_reason, decoding_scores = decoding.reason, decoding.scores
+    else:
+        decoding_reason = ("given on the command line" if options.beam_size
+                           and options.alpha is not None else "the only setting of the grid")
+        decoding_scores = []
+    print(f"decoding: beam {search['beam_size']}, alpha {search['alpha']:g} "
+          f"({decoding_reason})")
+    stages.done("choose_decoding")
+
     test_files = prepared.files("test")
     sources = read_lines(test_files.source)
     references = read_lines(test_files.target)
     if options.test_limit:
         sources, references = sources[:options.test_limit], references[:options.test_limit]
-    stages.begin(f"4/6 translate {len(sources)} test sentences (beam {search['beam_size']}, "
+    stages.begin(f"5/7 translate {len(sources)} test sentences (beam {search['beam_size']}, "
                  f"alpha {search['alpha']}) and score them")
     translator = load_translator(model_dir=str(model_dir), checkpoint=chosen.checkpoint,
                                  **search)
@@ -178,11 +209,11 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
 
     export_dir = export_version_dir(pathlib.Path(options.saved_models_dir) / name,
                                     options.export_version)
-    stages.begin(f"5/6 export the SavedModel -> {export_dir}")
+    stages.begin(f"6/7 export the SavedModel -> {export_dir}")
     export_model_dir(model_dir, export_dir, checkpoint=chosen.checkpoint, **search)
     stages.done("export")
 
-    stages.begin("6/6 translate through the exported serving_default signature")
+    stages.begin("7/7 translate through the exported serving_default signature")
     loaded = tf.saved_model.load(str(export_dir))
     demo = DEMO_SENTENCES.get(src, sources[:3])
     outputs = loaded.signatures["serving_default"](text=tf.constant(demo))
@@ -192,6 +223,7 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     stages.done("serve_demo")
 
     scores_dict = report.to_dict()
+    best = read_best(model_dir)
     summary = {
         "dataset": options.dataset, "direction": f"{src}-{tgt}", "preset": options.preset,
         "family": run.family, "beam_size": search["beam_size"], "alpha": search["alpha"],
@@ -199,14 +231,18 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
         "parameters": int(translator.owner.model.count_params()), "train_steps": result.step,
         "resumed_from_step": result.start_step,
         "train_seconds_this_invocation": round(result.seconds, 1),
-        "stopped_by": result.stopped_by,
         "recipe_plan": result.recipe_plan,
+        "stopped_by": result.stopped_by, "stop_reason": result.stop_reason,
+        "best_checkpoint": (None if best is None else {
+            "checkpoint": best.checkpoint, "step": best.step, "dev_bleu": best.dev_bleu,
+            "dev_nll": best.dev_nll}),
         "precision": result.precision, "precision_reason": result.precision_reason,
         "averaged_checkpoints": [str(p) for p in selection.averaged_sources],
         "averaging": selection.note,
         "dev_scores": [score.as_dict() for score in scores],
         "chosen": chosen.name, "chosen_checkpoint": chosen.checkpoint,
         "choice_reason": selection.reason,
+        "decoding_reason": decoding_reason, "decoding_scores": decoding_scores,
         "test_sentences": len(sources),
         "sacrebleu": scores_dict.get("bleu"), "sacrebleu_signature": scores_dict.get("signature"),
         "chrf": scores_dict.get("chrf"),
@@ -215,6 +251,7 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
         "stage_seconds": stages.seconds,
         "paths": {"work_dir": str(work_dir), "data_dir": str(data_dir),
                   "model_dir": str(model_dir), "tensorboard_logdir": str(model_dir / "logs"),
+                  "validation_log": str(validation_log_path(model_dir)),
                   "chosen_checkpoint": chosen.checkpoint, "hypotheses": str(hyp_path),
                   "scores": str(work_dir / "scores.json"), "saved_model": str(export_dir)},
         "demo_translations": demo_pairs,
@@ -248,10 +285,12 @@ def format_summary(summary: dict) -> str:
         f"{summary['precision']}) ({summary['parameters']:,} parameters, {summary['family']} "
         f"preset {summary['preset']})",
         f"recipe       {describe_recipe(summary.get('recipe_plan'))}",
+        f"stopped      {summary['stop_reason']}",
         f"checkpoints  {summary['averaging']}",
         f"dev set      {dev}; kept {summary['chosen']}",
         f"             ({summary['choice_reason']})",
-        f"decoding     beam {summary['beam_size']}, alpha {summary['alpha']}",
+        f"decoding     beam {summary['beam_size']}, alpha {summary['alpha']} "
+        f"({summary['decoding_reason']})",
         f"sacreBLEU    {_two_decimals(summary['sacrebleu'])}  ({summary['sacrebleu_signature']})",
         f"BLEU (lowercased, tokenized, Multi30k style)  "
         f"{_two_decimals(summary['bleu_lowercase_tokenized'])}",
@@ -261,6 +300,7 @@ def format_summary(summary: dict) -> str:
         f"wall time    {stages}",
         f"model dir    {paths['model_dir']}",
         f"TensorBoard  tensorboard --logdir {paths['tensorboard_logdir']}",
+        f"validation   {paths['validation_log']}",
         f"checkpoint   {paths['chosen_checkpoint']}",
         f"hypotheses   {paths['hypotheses']}",
         f"SavedModel   {paths['saved_model']}",

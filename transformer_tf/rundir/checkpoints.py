@@ -4,6 +4,8 @@
 Layout under a model directory:
     MDIR/checkpoints/ckpt-<step>.{index,data-*}  the last K training checkpoints
     MDIR/checkpoints/checkpoint                  the manager's state file
+    MDIR/checkpoints/best/                       the best checkpoint by dev BLEU, out of
+                                                 the manager's window (best_checkpoint.py)
 
 Each checkpoint holds the model, the optimizer (iteration count, Adam moments) and, from
 the training driver, the number of training batches consumed (the data position; it is
@@ -326,8 +328,9 @@ def newest_readable(model_dir) -> str:
 
 def remove_interrupted_saves(model_dir) -> list[pathlib.Path]:
     """Deletes the `ckpt-<step>_temp/` directories that saves killed midway leave in
-    MDIR/checkpoints (call only while holding the run's lock); returns them."""
-    leftovers = sorted(p for p in checkpoint_dir(model_dir).glob("*_temp") if p.is_dir())
+    MDIR/checkpoints and its best/ (call only while holding the run's lock); returns them."""
+    leftovers = sorted(p for pattern in ("*_temp", "best/*_temp")
+                       for p in checkpoint_dir(model_dir).glob(pattern) if p.is_dir())
     for path in leftovers:
         shutil.rmtree(path, ignore_errors=True)
         logger.info("removed %s, left by an interrupted checkpoint save", path)

@@ -8,6 +8,9 @@
                              export and translate use it when not told otherwise
     MDIR/recipe_plan.json    the budget-aware recipe's plan of a run trained with it
                              (training/recipe_plan.py); a resumed run keeps it
+    MDIR/chosen_decoding.json  beam size and alpha chosen on the dev set
+                             (`write_chosen_decoding`): export's and translate's defaults
+    MDIR/validation.jsonl    one line per evaluation during training (validation_log.py)
     MDIR/logs/train, logs/validation   TensorBoard event files
 
 A model directory is self-contained: export, averaging and translation read nothing else
@@ -36,6 +39,7 @@ RUN_CONFIG = "run_config.json"
 TOKENIZER_FILE = "bpe.model"
 CHOSEN_FILE = "chosen_checkpoint.json"
 RECIPE_PLAN_FILE = "recipe_plan.json"
+DECODING_FILE = "chosen_decoding.json"
 FORMAT_VERSION = 2
 
 
@@ -145,17 +149,22 @@ class ChosenCheckpoint:
     newest_step: int  # the run's newest training checkpoint when the choice was made
 
 
+def _within_run(model_dir, path) -> str:
+    """`path` relative to MDIR when inside it (a copied run directory still finds it),
+    else absolute."""
+    path = pathlib.Path(path).resolve()
+    try:
+        return str(path.relative_to(pathlib.Path(model_dir).resolve()))
+    except ValueError:
+        return str(path)
+
+
 def write_chosen(model_dir, chosen: ChosenCheckpoint) -> None:
     """Record `chosen` in MDIR/chosen_checkpoint.json (atomically; the path relative to
     MDIR when inside it, so that a copied run directory still finds it)."""
-    model_dir = pathlib.Path(model_dir)
-    path = pathlib.Path(chosen.checkpoint)
-    try:
-        stored = str(path.resolve().relative_to(model_dir.resolve()))
-    except ValueError:
-        stored = str(path.resolve())
-    record = {**dataclasses.asdict(chosen), "checkpoint": stored}
-    target = model_dir / CHOSEN_FILE
+    record = {**dataclasses.asdict(chosen),
+              "checkpoint": _within_run(model_dir, chosen.checkpoint)}
+    target = pathlib.Path(model_dir) / CHOSEN_FILE
     tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2))
     tmp.replace(target)
@@ -196,6 +205,56 @@ def read_recipe_plan(model_dir) -> dict | None:
     except (ValueError, TypeError) as error:
         raise ValueError(f"{path}: unreadable recipe plan ({error}); restore it, or train "
                          "in another --model-dir") from error
+
+
+@dataclasses.dataclass(frozen=True)
+class ChosenDecoding:
+    """The search settings chosen on the dev set: the run's defaults for export and
+    translate (an explicit setting still wins). Kept apart from run_config.json, which
+    every `train` invocation rewrites from its preset and flags, and from the chosen
+    checkpoint, which a later `average` replaces without saying anything about search.
+
+    beam_size, alpha: the chosen settings.
+    reason: why, in one line.
+    checkpoint: the checkpoint they were chosen with (its prefix).
+    scores: [{"beam_size", "alpha", "dev_bleu"}, ...], every setting tried.
+    """
+
+    beam_size: int
+    alpha: float
+    reason: str
+    checkpoint: str
+    scores: list = dataclasses.field(default_factory=list)
+
+    def overrides(self) -> dict:
+        """beam_size= and alpha= for `DecodingConfig.with_overrides`."""
+        return {"beam_size": self.beam_size, "alpha": self.alpha}
+
+
+def write_chosen_decoding(model_dir, chosen: ChosenDecoding) -> None:
+    """Record `chosen` in MDIR/chosen_decoding.json (atomically; the checkpoint as
+    `write_chosen` stores it)."""
+    record = {**dataclasses.asdict(chosen),
+              "checkpoint": _within_run(model_dir, chosen.checkpoint)}
+    target = pathlib.Path(model_dir) / DECODING_FILE
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(target)
+
+
+def read_chosen_decoding(model_dir) -> ChosenDecoding | None:
+    """The recorded search choice of MDIR, or None when there is none (or it is
+    unreadable: logged, and treated as none)."""
+    path = pathlib.Path(model_dir) / DECODING_FILE
+    if not path.exists():
+        return None
+    try:
+        chosen = ChosenDecoding(**json.loads(path.read_text()))
+        DecodingConfig().with_overrides(**chosen.overrides())  # the config's own checks
+    except (ValueError, TypeError) as error:
+        logging.getLogger(__name__).warning("%s: unreadable (%s); ignored", path, error)
+        return None
+    return dataclasses.replace(chosen, checkpoint=str(pathlib.Path(model_dir) / chosen.checkpoint))
 
 
 def read_tokenizer_proto(model_dir) -> bytes:

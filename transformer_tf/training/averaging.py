@@ -1,6 +1,10 @@
 """Checkpoint averaging (the paper's section 6.1): which checkpoints of a run are fit to
 average, and writing their element-wise mean.
 
+A run's candidates are its readable training checkpoints and its best checkpoint by dev
+BLEU (MDIR/checkpoints/best/, rundir/best_checkpoint.py), which the rolling window may no
+longer hold (`candidate_checkpoints`).
+
     MDIR/averaged/ckpt   the average `average_run` writes by default (`average_into_run`
                          also records it as the run's choice, rundir/model_dir.py)
 """
@@ -15,6 +19,7 @@ import tensorflow as tf
 from transformer_tf.models.registry import build_model
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir import model_dir as model_dir_lib
+from transformer_tf.rundir.best_checkpoint import read_best
 from transformer_tf.rundir.lock import hold_run
 
 # Averaging candidates come from the final part of training only: the last TAIL_FRACTION of
@@ -23,6 +28,17 @@ from transformer_tf.rundir.lock import hold_run
 # end-of-training save a step after a periodic one) are the same point: the later counts.
 TAIL_FRACTION = 0.2
 MIN_GAP_FRACTION = 0.01
+
+
+def candidate_checkpoints(model_dir) -> list[str]:
+    """The checkpoints of MDIR fit to average, oldest first: the readable training
+    checkpoints, and the best checkpoint (when readable and no training checkpoint has
+    its step: the weights would be the same)."""
+    found = checkpoints.readable_checkpoints(checkpoints.list_checkpoints(model_dir))
+    best = read_best(model_dir)
+    if best is not None and best.step not in {checkpoints.checkpoint_step(p) for p in found}:
+        found += checkpoints.readable_checkpoints([best.checkpoint])
+    return sorted(found, key=checkpoints.checkpoint_step)
 
 
 def tail_checkpoints(paths: list[str], last: int) -> list[str]:
@@ -82,7 +98,8 @@ def average_run(model_dir, last: int | None = None, out=None,
 
     Args:
       model_dir: the run's directory (its run_config.json rebuilds the model).
-      last: how many of the newest checkpoints (default: the run's training.average_last).
+      last: how many of the newest checkpoints (`candidate_checkpoints`; default: the
+        run's training.average_last).
       out: checkpoint prefix to write (default MDIR/averaged/ckpt).
       allow_fewer: with fewer than `last` checkpoints, average those (the result's
         `requested` tells) instead of raising ValueError.
@@ -97,7 +114,7 @@ def average_run(model_dir, last: int | None = None, out=None,
 def _average_run(model_dir, last, out, allow_fewer, tail_only) -> AveragedCheckpoint:
     run = model_dir_lib.read_run_config(model_dir)
     last = last or run.training.average_last
-    available = checkpoints.readable_checkpoints(checkpoints.list_checkpoints(model_dir))
+    available = candidate_checkpoints(model_dir)
     if tail_only:
         available = tail_checkpoints(available, last)
     if not available:

@@ -159,12 +159,16 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         if self.trained_seconds is not None:
             self._seconds_before = float(self.trained_seconds.numpy())
 
+    def run_seconds(self) -> float:
+        """The run's training time so far (seconds): before this invocation and since."""
+        return self._seconds_before + time.monotonic() - self._began
+
     def _save(self):
         if self.frozen:  # training diverged: keep the last good checkpoint
             return
         step = _current_step(self.model)
         if self.trained_seconds is not None:
-            self.trained_seconds.assign(self._seconds_before + time.monotonic() - self._began)
+            self.trained_seconds.assign(self.run_seconds())
         if self.enabled and self.manager.latest_checkpoint != self._path_for(step):
             path = self.manager.save(checkpoint_number=step)
             logger.info("saved checkpoint %s", path)

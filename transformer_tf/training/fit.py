@@ -2,9 +2,11 @@
 
 A run is measured in optimizer steps. `fit` runs "epochs" of `eval_every` steps over a
 repeated, seeded dataset; after each one it computes the validation loss (and, when a
-validation callback is given, BLEU on a dev subset). A killed run restarts from its last
-checkpoint: same step count and optimizer state, and the same data position (the seeded
-dataset is replayed and the batches already consumed are skipped).
+validation callback is given, BLEU on a dev subset; both go to the run's validation log,
+the best checkpoint by BLEU is kept apart, and early stopping may end the run:
+keep_best.py). A killed run restarts from its last checkpoint: same step count and
+optimizer state, and the same data position (the seeded dataset is replayed and the
+batches already consumed are skipped).
 
 Fine-tuning (`TrainOptions.init_from`): a new run starts from another run's checkpoint
 with a fresh optimizer, schedule and step count (`rundir.init_source`).
@@ -42,6 +44,7 @@ from transformer_tf.training import callbacks as callbacks_lib
 from transformer_tf.training import recipe_plan
 from transformer_tf.training.accumulation import pack_micro_batches
 from transformer_tf.training.distribution import is_chief, make_strategy
+from transformer_tf.training.keep_best import EarlyStopping, KeepBest
 from transformer_tf.training.keras_workarounds import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau
@@ -102,6 +105,7 @@ class TrainOptions:
     precision: str = "auto"
     jit_compile: bool = False
     validation_sentences: int = 200
+    early_stopping: int | None = None  # patience in evaluations (None: train to the plan)
     verbose: int = 1
     # Fine-tuning: the checkpoint prefix (of another run's directory) a NEW run starts
     # from; its model must be this run's (same family, model fields and tokenizer).
@@ -121,7 +125,9 @@ class TrainResult:
     step: int
     planned_steps: int
     last_checkpoint: str | None
-    stopped_by: str  # "steps", "time", "plateau" (learning rate below its minimum)
+    # "steps", "time", "early_stopping" (dev BLEU stopped improving), "plateau" (learning
+    # rate below its minimum)
+    stopped_by: str
     seconds: float
     start_step: int = 0  # the checkpoint step this run resumed from (0: a fresh start)
     precision: str = "float32"  # the dtype policy used
@@ -130,6 +136,7 @@ class TrainResult:
     init_from: dict | None = None  # a fine-tuned run's origin (rundir.init_source)
     tokens_per_batch: int = 0  # the token budget the run ended with
     recipe_plan: dict | None = None  # the run's RecipePlan (as a dict), if it was planned
+    stop_reason: str = ""  # why it stopped, in one line
 
 
 def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
@@ -326,6 +333,10 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     run = _run_config(options, prepared)
     pooled = pooled_ids(run.training, prepared.bpe_model_path.read_bytes(),
                         run.model.vocab_size, where=f"data directory {options.data_dir}")
+    validating = options.validation_sentences > 0 and "valid" in prepared.splits
+    if options.early_stopping is not None and not validating:
+        raise ValueError("early stopping needs dev BLEU during training: a prepared 'valid' "
+                         "split and validation_sentences > 0")
     if not plans and options.max_minutes is None:
         if run.training.train_steps is None:
             raise ValueError(f"give a plan: max_steps, epochs or max_minutes (preset "
@@ -436,9 +447,18 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     time_only = time_budget is not None and options.max_steps is None and options.epochs is None
     if time_only and options.verbose and chief:  # steps and minutes left, not "Epoch 1/10**9"
         callbacks.append(callbacks_lib.BudgetProgress(time_budget))
-    if options.validation_sentences > 0 and chief and "valid" in prepared.splits:
+    keep_best = early_stopping = None
+    if validating and chief:  # KeepBest after the BLEU it reads
         callbacks.append(_validation_translations(
             model.network, prepared, options.validation_sentences, monitor))
+        keep_best = KeepBest(model.network, model_dir, checkpoint_callback.run_seconds)
+        callbacks.append(keep_best)
+    if options.early_stopping is not None:
+        early_stopping = EarlyStopping(
+            options.early_stopping, keep_best,
+            strategy=strategy if is_multi_worker(strategy) else None)
+        callbacks.append(early_stopping)
+    stopped_early = early_stopping is not None and early_stopping.exhausted()
     if plateau is not None and validation_data is not None:
         # Before the checkpoint callback, so that a save at an epoch's end holds the new
         # rate. Every worker sees the same val_nll (a global metric) and shrinks alike.
@@ -447,6 +467,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     if out_of_time:
         logger.info("the run has trained %.1f of its %g minutes: nothing left to train",
                     seconds_before / 60.0, options.max_minutes)
+    elif stopped_early:
+        logger.info("%s before this invocation: nothing left to train", early_stopping.reason)
     elif start_step < planned_steps:
         # An "epoch" is eval_every steps; one more than planned leaves room for steps
         # that loss scaling skips (StopAtStep ends the run at the planned step).
@@ -468,8 +490,19 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                 "and %d over-long pairs (counted on every pass over the data)",
                 run.training.max_length, counts["empty"], counts["too_long"])
     step = int(model.optimizer.iterations.numpy())
-    stopped_by = ("time" if out_of_time or time_budget and time_budget.stopped_at_step is not None
-                  else "plateau" if plateau is not None and plateau.finished else "steps")
+    stopped_early = stopped_early or (early_stopping is not None
+                                      and early_stopping.stopped_at_step is not None)
+    if out_of_time or time_budget and time_budget.stopped_at_step is not None:
+        stopped_by = "time"
+        stop_reason = f"trained the run's budget of {options.max_minutes:g} minutes"
+    elif stopped_early:
+        stopped_by, stop_reason = "early_stopping", early_stopping.reason
+    elif plateau is not None and plateau.finished:
+        stopped_by = "plateau"
+        stop_reason = (f"the learning rate fell below its minimum "
+                       f"{run.training.min_learning_rate:g} (dev NLL stopped improving)")
+    else:
+        stopped_by, stop_reason = "steps", f"reached the planned step {planned_steps}"
     return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
                        planned_steps=planned_steps, last_checkpoint=manager.latest_checkpoint,
                        stopped_by=stopped_by, seconds=time.monotonic() - started,
@@ -477,7 +510,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                        precision_reason=precision_reason,
                        trained_seconds=float(trained_seconds.numpy()), init_from=run.init_from,
                        tokens_per_batch=run.training.tokens_per_batch,
-                       recipe_plan=plan.to_dict() if plan is not None else None)
+                       recipe_plan=plan.to_dict() if plan is not None else None,
+                       stop_reason=stop_reason)
 
 
 def _recipe_plan(options: TrainOptions, run, model_dir: pathlib.Path, strategy, pooled,

@@ -16,7 +16,8 @@ logger = logging.getLogger(__name__)
 
 
 class ValidationTranslations(keras.callbacks.Callback):
-    """After each validation run, decodes `sources` greedily and writes to TensorBoard:
+    """After each validation run, decodes `sources` greedily, puts their BLEU in the logs
+    as `val_bleu` (for the callbacks after it: `keep_best.KeepBest`) and writes to TensorBoard:
     `bleu` (cased sacreBLEU against `references`) and `examples` (a markdown table of the
     first `num_examples` source / reference / hypothesis triples) in the validation run,
     and with `attention_images` the images `attention/<kind>` of the first pair (one per
@@ -63,11 +64,15 @@ class ValidationTranslations(keras.callbacks.Callback):
             hypotheses += [t.decode("utf-8", errors="replace") for t in out.numpy()]
         return hypotheses
 
+    def score(self, hypotheses: list[str]) -> float:
+        """Cased sacreBLEU of `hypotheses` against the references."""
+        return float(corpus_bleu(hypotheses, self.references))
+
     def on_epoch_end(self, epoch, logs=None):
         if not self.sources:
             return
         hypotheses = self.translate()
-        bleu = float(corpus_bleu(hypotheses, self.references))
+        bleu = self.score(hypotheses)
         step = int(self.model.optimizer.iterations.numpy())
         self.history.append((step, bleu))
         if logs is not None:
