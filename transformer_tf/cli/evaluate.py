@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from transformer_tf.cli.arguments import add_version_flag
 from transformer_tf.cli.errors import run_command
 from transformer_tf.evaluation import (
     DEFAULT_LANG,
@@ -45,7 +46,7 @@ damaged .gz file, different line counts), with the reason on stderr.
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="evaluate.py", description=DESCRIPTION, epilog=EPILOG,
+        description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--hyp", required=True, metavar="FILE",
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
              '"chrf_signature", "bleu_paper_tokenized", "bleu_lowercase_tokenized", their '
              'signatures, counts, and a "scores" object with every label and detail}')
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     return parser
 
 

@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import non_negative_int
+from transformer_tf.cli.arguments import add_version_flag, non_negative_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS, STOPPING_RULES
 from transformer_tf.runtime import console
@@ -68,6 +68,7 @@ def main(argv=None):
                              "tf_serving_warmup_requests: 2 requests, or with --xla one per "
                              "compiled shape, replayed by TF Serving at load)")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):

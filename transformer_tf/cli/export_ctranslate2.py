@@ -18,6 +18,7 @@ Example:
 import argparse
 import logging
 
+from transformer_tf.cli.arguments import add_version_flag
 from transformer_tf.cli.errors import run_command
 from transformer_tf.runtime import console
 
@@ -38,6 +39,7 @@ def main(argv=None):
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing version (only a CTranslate2 model)")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):

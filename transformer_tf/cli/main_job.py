@@ -18,7 +18,11 @@ Examples:
 import argparse
 import logging
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    non_negative_int,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
 from transformer_tf.runtime import console
@@ -76,6 +80,7 @@ def main(argv=None):
                         help="dev sentences for validation BLEU during training (default 200)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()

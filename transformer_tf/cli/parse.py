@@ -14,7 +14,11 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    non_negative_int,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.runtime import console
 
@@ -36,6 +40,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     with console.session(args.verbose):
         return run_command(_run, parser, args, verbose=args.verbose)

@@ -19,7 +19,11 @@ import os
 import sys
 from pathlib import Path
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    non_negative_int,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import GRAMMARS, PRESET_NAMES
@@ -76,6 +80,7 @@ def main(argv=None):
                         choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"))
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()

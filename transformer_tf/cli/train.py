@@ -12,7 +12,11 @@ import dataclasses
 import json
 import logging
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    non_negative_int,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.model_flags import add_model_flags, resolve_model_flags
 from transformer_tf.config import get_preset
@@ -66,6 +70,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, help="seed for weights, dropout and data order")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()

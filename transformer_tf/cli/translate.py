@@ -12,7 +12,11 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    non_negative_int,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.config import STOPPING_RULES
 from transformer_tf.runtime import console
@@ -42,6 +46,7 @@ def main(argv=None):
                         help="append a tab and the score to each translation")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     with console.session(args.verbose):
