@@ -3,10 +3,9 @@ functions, and every command answers --help and --version without loading Tensor
 its own name: the command's when installed, the script's file name when run as a script.
 
 The venv's own install may point at another checkout, so the entry points are read from
-this checkout's setup.py (`setup.py egg_info` into a temporary directory, the metadata pip
-installs) and each one is loaded with importlib.metadata and called, as the generated
-launcher does. Where this checkout is the installed one, the launchers in the venv's bin/
-are run too.
+this checkout's setup.py (the `setup_metadata` fixture) and each one is loaded with
+importlib.metadata and called, as the generated launcher does. Where this checkout is the
+installed one, the launchers in the venv's bin/ are run too.
 """
 import importlib.metadata
 import pathlib
@@ -56,12 +55,8 @@ print(json.dumps(report))
 
 
 @pytest.fixture(scope="module")
-def entry_points(tmp_path_factory):
-    base = tmp_path_factory.mktemp("egg")
-    subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(base)],
-                   cwd=REPO, check=True, capture_output=True, timeout=120)
-    info = base / "transformer_tf.egg-info"
-    return info, importlib.metadata.PathDistribution(info).entry_points.select(
+def entry_points(setup_metadata):
+    return setup_metadata, importlib.metadata.PathDistribution(setup_metadata).entry_points.select(
         group="console_scripts")
 
 

@@ -6,7 +6,7 @@ shared_vocabulary.json, plus the run's sentencepiece model (bpe.model) and
 transformer_tf.json (decoding settings), atomically into a version directory NAME/VERSION
 (VERSION an integer; not inside a training run); --overwrite replaces only a CTranslate2
 model, deleted once the new one is in place. Only the Transformer family converts.
-Needs the ctranslate2 package (pip install 'ctranslate2==4.8.*', or the [bench] extra).
+Needs the ctranslate2 package (the [ctranslate2] extra: pip install 'ctranslate2==4.8.*').
 
 Run it text in, text out with transformer_tf.export.ctranslate2.CTranslate2Translator, or
 with ctranslate2.Translator on sentencepiece pieces (the model appends </s> itself). Its
