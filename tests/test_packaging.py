@@ -4,7 +4,10 @@
   distribution (importlib.metadata.packages_distributions) that setup.py declares, in
   install_requires or an extra.
 - A distribution that only an extra declares is imported inside functions only, so the
-  package and its commands load without it (and say what to install when it is needed).
+  package and its commands load without it.
+- constraints.txt pins, with ==, every distribution .[test] needs on this platform (what
+  setup.py names and, through the installed metadata, what those need in turn), each
+  within setup.py's range; not the package itself, nor the venv's packaging tools.
 """
 import ast
 import importlib.metadata
@@ -12,11 +15,14 @@ import pathlib
 import sys
 
 import pytest
+from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "transformer_tf"
+# Left to the venv, as `pip freeze` leaves them (Makefile: constraints).
+PACKAGING_TOOLS = {"pip", "setuptools", "wheel"}
 
 
 def third_party_imports() -> dict[str, list[tuple[str, bool]]]:
@@ -94,3 +100,48 @@ def test_a_distribution_only_an_extra_declares_is_imported_lazily(requirements, 
     assert all(not sites for sites in eager.values()), \
         f"imported at module level, but declared only in an extra: {eager}"
 
+
+def read_constraints() -> dict[str, str]:
+    pins = {}
+    for number, line in enumerate((REPO / "constraints.txt").read_text().splitlines(), 1):
+        if line.strip() and not line.startswith("#"):
+            name, separator, version = line.partition("==")
+            assert separator and version, f"constraints.txt:{number}: not NAME==VERSION: {line}"
+            pins[canonicalize_name(name)] = version
+    return pins
+
+
+def test_constraints_pin_what_test_needs_within_setup_pys_ranges(requirements):
+    pins = read_constraints()
+    assert "transformer-tf" not in pins and not PACKAGING_TOOLS & set(pins)
+    wanted = {**requirements[""], **requirements["test"]}
+    for name, requirement in wanted.items():
+        assert name in pins, f"{requirement} (setup.py) is not pinned in constraints.txt"
+        assert requirement.specifier.contains(pins[name], prereleases=True), \
+            f"constraints.txt pins {name}=={pins[name]}, outside setup.py's {requirement}"
+    # Closed under the pinned distributions' own requirements on this platform (read from
+    # the installed metadata: `make test` installs exactly the pins).
+    environment = default_environment()
+    queue = [(name, set(requirement.extras)) for name, requirement in wanted.items()]
+    seen = set()
+    while queue:
+        name, extras = queue.pop()
+        if (name, frozenset(extras)) in seen:
+            continue
+        seen.add((name, frozenset(extras)))
+        installed = importlib.metadata.distribution(name)
+        assert installed.version == pins[name], \
+            f"{name} {installed.version} installed, constraints.txt pins {pins[name]}"
+        for line in installed.requires or []:
+            requirement = Requirement(line)
+            if requirement.marker is not None and not any(
+                    requirement.marker.evaluate({**environment, "extra": extra})
+                    for extra in extras | {""}):
+                continue
+            needed = canonicalize_name(requirement.name)
+            if needed in PACKAGING_TOOLS:
+                continue
+            assert needed in pins, f"{name} needs {requirement}: not pinned in constraints.txt"
+            assert requirement.specifier.contains(pins[needed], prereleases=True), \
+                f"{name} needs {requirement}; constraints.txt pins {pins[needed]}"
+            queue.append((needed, set(requirement.extras)))
