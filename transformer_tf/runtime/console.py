@@ -168,7 +168,7 @@ class StderrFilter:
         read_end, write_end = os.pipe()
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-u", os.path.abspath(__file__), str(level)],
+                [sys.executable, "-I", "-S", "-u", os.path.abspath(__file__), str(level)],
                 stdin=read_end, stdout=self._original, stderr=self._original)
         finally:
             os.close(read_end)
