@@ -1,8 +1,9 @@
 # The two commands of the README:
 #   make main   train on Multi30k En->De, average, decode test 2016, score, export, translate
 #   make test   the test suite
-# Both create .venv and install what they need first. Override PYTHON to pick the
-# interpreter (Python 3.11), TRANSFORMER_TF_DATA to point at the local corpora.
+# Both create .venv and install what they need first, at the versions of constraints.txt.
+# Override PYTHON to pick the interpreter (Python 3.11: the version the suite runs on),
+# TRANSFORMER_TF_DATA to point at the local corpora.
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -10,13 +11,13 @@ PY := $(VENV)/bin/python
 export TRANSFORMER_TF_DATA ?= $(abspath ../shared/data)
 MAIN_ARGS ?=
 
-.PHONY: main test install bench clean
+.PHONY: main test install constraints bench clean
 
-$(VENV)/.installed: setup.py
+$(VENV)/.installed: setup.py constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -31,9 +32,32 @@ main: install
 test: install
 	$(PY) -m pytest -q --timeout=900 -n 2 --dist loadscope
 
-# torch first, pinned: a bare resolve could pull a CUDA build of several GB.
+# constraints.txt pins every distribution that .[test] needs (the package itself and the
+# venv's pip, setuptools and wheel aside) at the version installed in .venv, as pip
+# resolves .[test] against them. After changing a requirement in setup.py, or upgrading
+# a package in .venv on purpose, run `make constraints` and commit constraints.txt.
+define PINS_FROM_REPORT
+import json, sys
+print("# What `make test` installs: .[test] as resolved in .venv. Written by `make constraints`.")
+for item in sorted(json.load(sys.stdin)["install"], key=lambda i: i["metadata"]["name"].lower()):
+    name, version = item["metadata"]["name"], item["metadata"]["version"]
+    if not item.get("is_direct") and name not in ("pip", "setuptools", "wheel"):
+        print(f"{name}=={version}")
+endef
+export PINS_FROM_REPORT
+
+constraints: install
+	$(PY) -m pip freeze --all --exclude-editable > $(VENV)/installed.txt
+	$(PY) -m pip install --quiet --dry-run --ignore-installed --report $(VENV)/resolved.json \
+		-c $(VENV)/installed.txt -e '.[test]'
+	$(PY) -c "$$PINS_FROM_REPORT" < $(VENV)/resolved.json > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+
+# torch first, pinned: PyPI's torch==2.13.0 is the CUDA build (several GB). The CPU build
+# is on PyTorch's own index: make bench TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 bench: install
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/run_all.py --quick --json
 

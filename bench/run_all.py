@@ -75,7 +75,8 @@ def missing_modules(names) -> str | None:
     missing = [n for n in names if importlib.util.find_spec(n) is None]
     if missing:
         return (f"not installed: {', '.join(missing)} "
-                "(pip install -e '.[bench]'; install torch==2.13.0 first for the CPU wheel)")
+                "(pip install -e '.[bench]'; first, for torch's CPU build: pip install "
+                "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu)")
     return None
 
 

@@ -41,6 +41,20 @@ def _seed_and_policy():
 
 
 @pytest.fixture(scope="session")
+def setup_metadata(tmp_path_factory) -> pathlib.Path:
+    """The .egg-info directory of this checkout's setup.py (`setup.py egg_info`): the
+    metadata pip installs (requirements, extras, entry points), whichever checkout the
+    venv's own install points at."""
+    import subprocess
+    import sys
+
+    base = tmp_path_factory.mktemp("egg")
+    subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(base)],
+                   cwd=REPO_ROOT, check=True, capture_output=True, timeout=120)
+    return base / "transformer_tf.egg-info"
+
+
+@pytest.fixture(scope="session")
 def shared_data_dir() -> pathlib.Path:
     """$TRANSFORMER_TF_DATA, else ../shared/data next to the repository; skip if absent."""
     path = pathlib.Path(os.environ.get("TRANSFORMER_TF_DATA", REPO_ROOT.parent / "shared" / "data"))

@@ -1,6 +1,8 @@
 """TF Serving warm-up requests (`export.warmup`): every export carries them, they parse as
-TF Serving's PredictionLog records, every one runs through the SavedModel's signature as
-TF Serving would replay it, and an XLA export's set covers every compiled shape."""
+TF Serving's PredictionLog records (read with TF Serving's own classes, tensorflow-serving-api
+in the [test] extra; the writer does without them), every one runs through the SavedModel's
+signature as TF Serving would replay it, and an XLA export's set covers every compiled
+shape."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,10 +11,55 @@ from transformer_tf.config import EOS_ID, DecodingConfig
 from transformer_tf.data.bpe import python_processor
 from transformer_tf.decoding.model_search import XLA_LENGTH_BUCKET
 from transformer_tf.export.warmup import (
-    MAX_RECORDS, WARMUP_FILE, one_piece_word, read_warmup_requests, warmup_batches)
+    MAX_RECORDS, WARMUP_FILE, one_piece_word, warmup_batches, write_warmup_requests)
 from transformer_tf.inference.loading import EXTRA_DIR, read_export_info
 
 MAX_POSITION = 24
+
+
+def tf_serving_apis():
+    """TF Serving's own message classes (tensorflow_serving.apis), or skip."""
+    pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2",
+                        reason="tensorflow-serving-api is not installed: pip install -e '.[test]'")
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    return predict_pb2, prediction_log_pb2
+
+
+def read_warmup_requests(path) -> list[tuple[str, dict]]:
+    """(signature name, {input name: numpy array}) of each record of a warm-up file, as TF
+    Serving's PredictionLog parses it."""
+    _, prediction_log_pb2 = tf_serving_apis()
+    requests = []
+    for record in tf.data.TFRecordDataset(str(path)):
+        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        request = log.predict_log.request
+        requests.append((request.model_spec.signature_name,
+                         {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}))
+    return requests
+
+
+def test_records_are_the_messages_tf_servings_own_classes_build(tmp_path):
+    """The hand-encoded records parse, with TF Serving's classes, to the very messages those
+    classes build: several inputs, text and int32 ids, and a string of 20,000 bytes (its
+    lengths take varints of 1, 2 and 3 bytes)."""
+    predict_pb2, prediction_log_pb2 = tf_serving_apis()
+    requests = [{"text": ["Ein Hund läuft.", ""]},
+                {"source_ids": np.array([[5, 6, 3], [7, 3, 0]], np.int32), "text": ["x" * 20000]},
+                {}]
+    path = write_warmup_requests(tmp_path / WARMUP_FILE, requests, signature_name="translate_ids")
+    records = [record.numpy() for record in tf.data.TFRecordDataset(str(path))]
+    assert len(records) == len(requests)
+    for record, inputs in zip(records, requests):
+        expected = predict_pb2.PredictRequest()
+        expected.model_spec.signature_name = "translate_ids"
+        for name, value in inputs.items():
+            expected.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+        log = prediction_log_pb2.PredictionLog.FromString(record)
+        assert log.WhichOneof("log_type") == "predict_log"
+        assert log.predict_log.request == expected
+        assert log == prediction_log_pb2.PredictionLog(
+            predict_log=prediction_log_pb2.PredictLog(request=expected))
 
 
 @pytest.mark.parametrize("variant, input_name", [("text", "text"), ("ids", "source_ids")])

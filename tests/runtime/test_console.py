@@ -1,6 +1,7 @@
 """The quiet console (transformer_tf/runtime/console.py): library noise filtered at fd level and in
-Python, everything else passed on unchanged; --verbose or a user's TF_CPP_MIN_LOG_LEVEL
-bring the noise back. (A real script's stderr: tests/rundir/test_lock.py.)"""
+Python, everything else passed on unchanged, also under a TF_CPP_MIN_LOG_LEVEL of 2 or 3
+the user set; --verbose (or TRANSFORMER_TF_VERBOSE=1) or a lower level brings the noise
+back. (A real script's stderr: tests/rundir/test_lock.py, tests/export/test_quiet_commands.py.)"""
 import os
 import pathlib
 import subprocess
@@ -62,8 +63,11 @@ def run_child(verbose: bool, level: str | None = None) -> bytes:
     return done.stderr
 
 
-def test_quiet_console_drops_noise_and_keeps_everything_else():
-    assert run_child(verbose=False) == b"".join(KEPT) + b"python-level line\n"
+@pytest.mark.parametrize("level", [None, "2", "3"])
+def test_quiet_console_drops_noise_and_keeps_everything_else(level):
+    # At 3 the user asked TensorFlow for no ERROR lines either: KEPT[0] is one.
+    kept = KEPT if level != "3" else KEPT[1:]
+    assert run_child(verbose=False, level=level) == b"".join(kept) + b"python-level line\n"
 
 
 @pytest.mark.parametrize("how", ["--verbose", "TF_CPP_MIN_LOG_LEVEL=0"])
@@ -73,7 +77,47 @@ def test_verbose_or_a_users_log_level_shows_everything(how):
         assert line in err
 
 
-def test_sentencepiece_line_of_a_real_tokenizer_is_filtered(capfd, monkeypatch):
+# Each line's TensorFlow log level, by hand (0 INFO, 1 WARNING, 2 ERROR; None: never
+# dropped): the two errors that need no action rate as warnings.
+RATINGS = [(NOISE[0], 1), (NOISE[1], 0), (NOISE[2], 0), (NOISE[3], 0), (NOISE[4], 1),
+           (NOISE[5], 0), (NOISE[6], 1), (KEPT[0], 2), (KEPT[1], None), (KEPT[4], None),
+           ((b"W0000 00:00:1795391757.649891    7622 gpu_device.cc:2342] Cannot dlopen "
+             b"some GPU libraries.\n"), 1),
+           (b"F0000 00:00:1795391757.649891    7622 check.cc:12] Check failed: x\n", None)]
+
+
+@pytest.mark.parametrize("level", [0, 1, 2, 3])
+def test_a_line_is_dropped_when_the_level_is_above_its_rating(level):
+    for line, rating in RATINGS:
+        expected = rating is not None and rating < level
+        assert console.is_noise(line.rstrip(b"\n"), level) == expected, (level, line)
+
+
+@pytest.mark.parametrize("value, level", [("0", 0), ("1", 1), ("2", 2), ("3", 3), (" 2", 2),
+                                          ("2abc", 2), ("9", 3), ("-1", 0), ("", 0),
+                                          ("quiet", 0)])
+def test_the_level_is_read_as_tensorflow_reads_it(value, level):
+    # TensorFlow reads a leading integer and takes 0 when there is none.
+    assert console.level_in_force(value) == level
+
+
+@pytest.mark.parametrize("value, verbose", [(None, False), ("1", True), ("true", True),
+                                            ("yes", True), ("0", False), ("", False),
+                                            ("off", False), ("False", False)])
+def test_transformer_tf_verbose_is_the_default_of_verbose(monkeypatch, value, verbose):
+    import argparse
+
+    monkeypatch.delenv(console.VERBOSE_VARIABLE, raising=False)
+    if value is not None:
+        monkeypatch.setenv(console.VERBOSE_VARIABLE, value)
+    parser = argparse.ArgumentParser()
+    console.add_verbose_flag(parser)
+    assert parser.parse_args([]).verbose is verbose
+    assert parser.parse_args(["--verbose"]).verbose is True
+
+
+@pytest.mark.parametrize("users_level", [None, "2"])
+def test_sentencepiece_line_of_a_real_tokenizer_is_filtered(capfd, monkeypatch, users_level):
     import io
 
     import sentencepiece as spm
@@ -95,11 +139,12 @@ def test_sentencepiece_line_of_a_real_tokenizer_is_filtered(capfd, monkeypatch):
     tokenize_once()
     assert b"precompiled_charsmap is empty" in capfd.readouterr().err.encode()
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL")
-    monkeypatch.setitem(console._state, "level_set_by_us", False)
+    if users_level is not None:
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", users_level)
     with console.session():
         tokenize_once()
     assert "precompiled_charsmap" not in capfd.readouterr().err
-    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == console.QUIET_LEVEL
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"  # the user's, or ours
 
 
 def test_keras_shuffle_warning_is_hidden_only_in_the_session():

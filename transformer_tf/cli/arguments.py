@@ -1,5 +1,6 @@
-"""Value types for the commands' flags: a bad number ends the command at parse time with
-argparse's usage line and `error: argument --flag: ...` (exit status 2)."""
+"""The flags every command shares (--version) and the value types of flags: a bad number
+ends the command at parse time with argparse's usage line and `error: argument --flag:
+...` (exit status 2)."""
 from __future__ import annotations
 
 import argparse
@@ -37,3 +38,46 @@ def non_negative_float(text: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, got {text}")
     return value
+
+
+# What --version names besides the package: the libraries a bug report needs.
+VERSION_OF = ("tensorflow", "keras", "tensorflow-text")
+
+
+def add_version_flag(parser: argparse.ArgumentParser) -> None:
+    """The `--version` option every command has: prints `version_line(parser.prog)` and
+    exits 0, without importing TensorFlow."""
+    parser.add_argument("--version", action=_VersionAction, nargs=0,
+                        help="print the version of transformer_tf (and of TensorFlow, Keras "
+                             "and tensorflow-text) and exit")
+
+
+def version_line(prog: str) -> str:
+    """`PROG VERSION from PACKAGE_DIR (tensorflow X, keras Y, tensorflow-text Z; Python V)`:
+    VERSION is transformer_tf.__version__, the one source setup.py reads too; the others
+    come from the installed distributions' metadata ("not installed" if absent)."""
+    import importlib.metadata
+    import pathlib
+    import platform
+
+    import transformer_tf
+
+    def installed(name: str) -> str:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    libraries = ", ".join(f"{name} {installed(name)}" for name in VERSION_OF)
+    where = pathlib.Path(transformer_tf.__file__).parent
+    return (f"{prog} {transformer_tf.__version__} from {where} "
+            f"({libraries}; Python {platform.python_version()})")
+
+
+class _VersionAction(argparse.Action):
+    """argparse's "version" action with the line built only when asked for (reading the
+    libraries' metadata costs time every command would otherwise pay)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line(parser.prog))  # on stdout, as argparse's own action does
+        parser.exit()

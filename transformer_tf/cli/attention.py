@@ -31,7 +31,7 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_search_flags
 from transformer_tf.runtime import console
@@ -71,6 +71,7 @@ def main(argv=None):
     parser.add_argument("--dpi", type=positive_int, default=100, help="PNG pixels per inch")
     parser.add_argument("--out", required=True, help="directory for the PNG files")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     with console.session(args.verbose):

@@ -27,7 +27,7 @@ import logging
 import pathlib
 import sys
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_search_flags
 from transformer_tf.runtime import console
@@ -51,6 +51,7 @@ def main(argv=None) -> int:
                              "with the latest checkpoint on the dev set (default none)")
     add_search_flags(parser, "the run's", purpose="the search of --select dev")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     if args.last is not None and args.last < 1:
         parser.error(f"--last must be at least 1, got {args.last}")

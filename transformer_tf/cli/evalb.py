@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.runtime import console
 
@@ -36,6 +36,7 @@ def main(argv=None):
                         help="random seed of the bootstrap draws (default 0)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     with console.session(args.verbose):
         return run_command(_run, parser, args, verbose=args.verbose)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.evaluation import (
     DEFAULT_LANG,
@@ -48,7 +48,7 @@ damaged .gz file, different line counts), with the reason on stderr.
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="evaluate.py", description=DESCRIPTION, epilog=EPILOG,
+        description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--hyp", required=True, metavar="FILE",
@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--bootstrap-samples", type=positive_int, default=1000, metavar="N",
         help="resamples of the paired bootstrap (default %(default)s, sacreBLEU's)")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     return parser
 
 

@@ -15,7 +15,7 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import non_negative_int
+from transformer_tf.cli.arguments import add_version_flag, non_negative_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_search_flags
 from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
@@ -69,6 +69,7 @@ def main(argv=None):
                              "tf_serving_warmup_requests: 2 requests, or with --xla one per "
                              "compiled shape, replayed by TF Serving at load)")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     if args.ensemble and args.checkpoint:
         parser.error("--checkpoint: names one run's checkpoint; with --ensemble each run "

@@ -6,7 +6,7 @@ shared_vocabulary.json, plus the run's sentencepiece model (bpe.model) and
 transformer_tf.json (decoding settings), atomically into a version directory NAME/VERSION
 (VERSION an integer; not inside a training run); --overwrite replaces only a CTranslate2
 model, deleted once the new one is in place. Only the Transformer family converts.
-Needs the ctranslate2 package (pip install 'ctranslate2==4.8.*', or the [bench] extra).
+Needs the ctranslate2 package (the [ctranslate2] extra: pip install 'ctranslate2==4.8.*').
 
 Run it text in, text out with transformer_tf.export.ctranslate2.CTranslate2Translator, or
 with ctranslate2.Translator on sentencepiece pieces (the model appends </s> itself). Its
@@ -18,6 +18,7 @@ Example:
 import argparse
 import logging
 
+from transformer_tf.cli.arguments import add_version_flag
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_search_flags
 from transformer_tf.runtime import console
@@ -37,6 +38,7 @@ def main(argv=None):
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing version (only a CTranslate2 model)")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):

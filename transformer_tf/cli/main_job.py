@@ -21,7 +21,11 @@ Examples:
 import argparse
 import logging
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    non_negative_int,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import (
     add_early_stopping_flag,
@@ -88,6 +92,7 @@ def main(argv=None):
                         help="dev sentences for validation BLEU during training (default 200)")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()

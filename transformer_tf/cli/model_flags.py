@@ -9,7 +9,11 @@ import json
 import pathlib
 from typing import Any
 
-from transformer_tf.cli.config_files import check_fields, merge_config_files, resolved_settings
+from transformer_tf.cli.config_files import (
+    check_fields,
+    merge_config_files,
+    resolved_settings,
+)
 from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig
 from transformer_tf.presets import (
     DEFAULT_PRESETS,

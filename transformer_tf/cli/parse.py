@@ -14,7 +14,10 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_quiet_flag, add_search_flags
 from transformer_tf.runtime import console
@@ -34,6 +37,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     with console.session(args.verbose):
         return run_command(_run, parser, args, verbose=args.verbose)

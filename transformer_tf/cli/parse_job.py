@@ -19,9 +19,16 @@ import os
 import sys
 from pathlib import Path
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag, add_search_flags
+from transformer_tf.cli.flags import (
+    add_precision_flag,
+    add_quiet_flag,
+    add_search_flags,
+)
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import GRAMMARS
 from transformer_tf.data.linearise import DEFAULT_LEAVES, LEAVES
@@ -73,6 +80,7 @@ def main(argv=None):
     add_precision_flag(parser)
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()

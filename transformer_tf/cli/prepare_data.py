@@ -8,7 +8,7 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data.textio import CorpusError
@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "was trained with")
     parser.add_argument("--quiet", action="store_true", help="log warnings only")
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     return parser
 
 

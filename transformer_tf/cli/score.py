@@ -20,7 +20,7 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.runtime import console
 
@@ -38,6 +38,7 @@ def main(argv=None):
     parser.add_argument("--per-token", action="store_true",
                         help="after the total, a tab and 'piece score' for every piece")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="pairs per batch")
+    add_version_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     if (args.src is None) != (args.tgt is None):

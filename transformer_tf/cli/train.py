@@ -20,7 +20,11 @@ import logging
 import pathlib
 import sys
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    non_negative_int,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import (
     add_early_stopping_flag,
@@ -88,6 +92,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, help="seed for weights, dropout and data order")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()

@@ -19,7 +19,10 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_quiet_flag, add_search_flags
 from transformer_tf.runtime import console
@@ -71,6 +74,7 @@ def main(argv=None):
                             "together (default: 16 x --batch-size)")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     if args.ensemble and args.checkpoint:
         parser.error("--checkpoint: names one run's checkpoint; with --ensemble each run "

@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import positive_int
+from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
@@ -45,6 +45,7 @@ def main(argv=None):
                         help="print the parameter column at the paper's scale and exit")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
+    add_version_flag(parser)
     args = parser.parse_args(argv)
     groups = tuple(g for g in args.rows.split(",") if g)
     unknown = sorted(set(groups) - set(ROW_GROUPS))

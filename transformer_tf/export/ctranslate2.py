@@ -83,7 +83,7 @@ def _require_ctranslate2():
         import ctranslate2  # the package, not this module (absolute import)
     except ImportError as error:
         raise ImportError("ctranslate2: not installed; the CTranslate2 export needs it: "
-                          "pip install 'ctranslate2==4.8.*' (or the [bench] extra)") from error
+                          "pip install 'ctranslate2==4.8.*' (the [ctranslate2] extra)") from error
     return ctranslate2
 
 

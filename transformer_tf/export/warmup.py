@@ -22,6 +22,13 @@ request.
 
 The requests are made of one word repeated: a word the subword model spells as one piece,
 so that n words are n source tokens whatever the language.
+
+The records are written without TF Serving's Python package (tensorflow-serving-api, the
+`[serving]` extra): the tensors are TensorFlow's own `TensorProto`s, and the three small
+messages around them (PredictionLog > PredictLog > PredictRequest with its ModelSpec) are
+encoded here in the protobuf wire format, field numbers from
+tensorflow_serving/apis/{prediction_log,predict,model}.proto. tests/export/test_warmup.py
+reads them back with TF Serving's own classes.
 """
 from __future__ import annotations
 
@@ -111,33 +118,49 @@ def as_source_ids(model_proto: bytes, batch: Sequence[str]) -> np.ndarray:
     return np.array([r + [PAD_ID] * (width - len(r)) for r in rows], np.int32)
 
 
+# Field numbers in TF Serving's protos (tensorflow_serving/apis/*.proto).
+PREDICTION_LOG_PREDICT_LOG = 6  # PredictionLog.predict_log (PredictLog)
+PREDICT_LOG_REQUEST = 1  # PredictLog.request (PredictRequest)
+REQUEST_MODEL_SPEC = 1  # PredictRequest.model_spec (ModelSpec)
+REQUEST_INPUTS = 2  # PredictRequest.inputs (map<string, TensorProto>)
+MODEL_SPEC_SIGNATURE_NAME = 3  # ModelSpec.signature_name (string)
+MAP_KEY, MAP_VALUE = 1, 2  # the fields of a map entry
+
+
 def write_warmup_requests(path, requests: Sequence[dict],
                           signature_name: str = "serving_default") -> pathlib.Path:
     """Write one `PredictionLog` per request ({input name: array-like}: a PredictRequest
     of `signature_name`) to the TFRecord file `path`."""
-    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
-
     path = pathlib.Path(path)
     with tf.io.TFRecordWriter(str(path)) as writer:
         for inputs in requests:
-            request = predict_pb2.PredictRequest()
-            request.model_spec.signature_name = signature_name
-            for name, value in inputs.items():
-                request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
-            log = prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request))
-            writer.write(log.SerializeToString())
+            writer.write(prediction_log(inputs, signature_name))
     return path
 
 
-def read_warmup_requests(path) -> list[tuple[str, dict]]:
-    """(signature name, {input name: numpy array}) of each record of a warm-up file."""
-    from tensorflow_serving.apis import prediction_log_pb2
+def prediction_log(inputs: dict, signature_name: str) -> bytes:
+    """A serialized PredictionLog whose predict_log.request asks `signature_name` for
+    `inputs` ({input name: array-like}, each made a TensorProto by tf.make_tensor_proto)."""
+    model_spec = _field(MODEL_SPEC_SIGNATURE_NAME, signature_name.encode())
+    request = _field(REQUEST_MODEL_SPEC, model_spec)
+    for name, value in inputs.items():  # a map is a repeated field of (key, value) entries
+        tensor = tf.make_tensor_proto(value).SerializeToString()
+        entry = _field(MAP_KEY, name.encode()) + _field(MAP_VALUE, tensor)
+        request += _field(REQUEST_INPUTS, entry)
+    return _field(PREDICTION_LOG_PREDICT_LOG, _field(PREDICT_LOG_REQUEST, request))
 
-    requests = []
-    for record in tf.data.TFRecordDataset(str(path)):
-        log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
-        request = log.predict_log.request
-        requests.append((request.model_spec.signature_name,
-                         {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}))
-    return requests
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2: a string, bytes or a message)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint(value: int) -> bytes:
+    """A non-negative integer as a protobuf varint: 7 bits a byte, low bits first, the
+    high bit set on every byte but the last."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

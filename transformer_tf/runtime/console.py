@@ -4,31 +4,38 @@ Every command (transformer_tf.cli.*) calls `console.session(verbose)` right afte
 its arguments, before anything imports TensorFlow. Quiet (the default), it
 
 - sets TF_CPP_MIN_LOG_LEVEL=2 (TensorFlow's C++ INFO and WARNING lines off) unless the user
-  set the variable: then their level stands and no C++ line is filtered;
+  set the variable: then their level stands;
 - filters, at file-descriptor level (C++ libraries write to fd 2 directly, past Python;
-  see `StderrFilter`),
-  the start-up lines TensorFlow prints before its log level applies ("All log messages
-  before absl::InitializeLog()", `cudart_stub.cc` "Could not find cuda drivers",
+  see `StderrFilter`), the lines TensorFlow's libraries print whatever that level says:
+  the start-up lines written before TensorFlow reads it ("All log messages before
+  absl::InitializeLog()", `cudart_stub.cc` "Could not find cuda drivers",
   `cpu_feature_guard.cc` "rebuild TensorFlow with the appropriate compiler flags"),
   "failed call to cuInit" on machines without a GPU, oneDNN's "supports DT_INT64 only on
   platforms with AVX-512" (with TF_ENABLE_ONEDNN_OPTS=1 on other CPUs), and sentencepiece's
   "precompiled_charsmap is empty" (logged by the tensorflow-text op each time a tokenizer
   resource is created; that copy of sentencepiece has no public log-level switch), also
-  when such a line lands after a progress bar on the bar's line. Every other byte reaches
-  the terminal unchanged (progress bars too: pieces ending in "\\r" are passed on at once);
+  when such a line lands after a progress bar on the bar's line. Each such line is rated
+  at a TensorFlow log level (`RATED_LINES`; the two errors above are not actionable, so
+  they rate as warnings) and dropped when the level in force is above its rating: the
+  user's own TF_CPP_MIN_LOG_LEVEL is honoured both ways, 2 or 3 as quiet as the default
+  (3 also drops absl ERROR lines, as TensorFlow does), 1 shows the warnings, 0 shows every
+  line. Every other byte reaches the terminal unchanged (progress bars too: pieces ending
+  in "\\r" are passed on at once);
 - hides Keras' "`shuffle=True` was passed" warning (we shuffle in tf.data, on purpose) and
   its "Your input ran out of data" (said at the end of every pass over the finite
   validation set; our training data repeats), absl's INFO lines and TensorFlow's
   Python-side WARNINGs (checkpoint-restore chatter; our own code turns real problems into
   errors).
 
-`--verbose` leaves all of it alone. The session ends (fd 2 restored, pending output
-flushed) when the `with` block exits, so a command run in-process (tests) leaves the
-process as it found it. This module imports neither TensorFlow nor Keras.
+`--verbose` (or TRANSFORMER_TF_VERBOSE=1 in the environment, its default) leaves all of it
+alone. The session ends (fd 2 restored, pending output flushed) when the `with` block
+exits, so a command run in-process (tests) leaves the process as it found it. This module
+imports neither TensorFlow nor Keras.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -39,51 +46,78 @@ import warnings
 from typing import Iterator
 
 LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
-QUIET_LEVEL = "2"
+QUIET_LEVEL = 2
+VERBOSE_VARIABLE = "TRANSFORMER_TF_VERBOSE"
+_NOT_VERBOSE = ("", "0", "false", "no", "off")
 
-# Whole lines (bytes, without their terminator) that quiet mode drops from fd 2.
-NOISE_LINES = re.compile(
-    rb"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
-    rb"|[IW]\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w.]+:\d+\] .*"  # absl C++ INFO/WARNING lines
-    rb"|E\d{4} \d\d:\d\d:[\d.]+ +\d+ cuda_\w+\.cc:\d+\] failed call to cuInit.*"
-    # With TF_ENABLE_ONEDNN_OPTS=1 on a CPU without AVX-512, at every int64 op: informative,
-    # not actionable (TensorFlow runs Eigen's kernel for it).
-    rb"|E\d{4} \d\d:\d\d:[\d.]+ +\d+ util\.cc:\d+\] oneDNN supports DT_INT64 only on "
-    rb"platforms with AVX-512\..*"
-    rb"|To enable the following instructions: .* rebuild TensorFlow .*"
-    rb"|normalizer\.cc\(\d+\) LOG\(INFO\) precompiled_charsmap is empty\..*")
+# The lines quiet mode knows (bytes, without their terminator), each rated at the
+# TensorFlow log level of its kind (0 INFO, 1 WARNING, 2 ERROR): a line is dropped when the
+# level in force is above its rating. absl's C++ lines carry their own: I, W or E.
+ABSL_PREFIX = rb"\d{4} \d\d:\d\d:[\d.]+ +\d+ "  # after the severity letter: date, time, thread
+ABSL_SEVERITIES = {b"I": 0, b"W": 1, b"E": 2}
+RATED_LINES = (
+    (1, (rb"WARNING: All log messages before absl::InitializeLog\(\) is called are "
+         rb"written to STDERR")),
+    # Errors in name only, so rated as warnings: no GPU on a machine without one; and, with
+    # TF_ENABLE_ONEDNN_OPTS=1 on a CPU without AVX-512, at every int64 op, Eigen's kernel
+    # instead of oneDNN's.
+    (1, rb"E" + ABSL_PREFIX + rb"cuda_\w+\.cc:\d+\] failed call to cuInit.*"),
+    (1, rb"E" + ABSL_PREFIX + (rb"util\.cc:\d+\] oneDNN supports DT_INT64 only on "
+                               rb"platforms with AVX-512\..*")),
+    (0, rb"To enable the following instructions: .* rebuild TensorFlow .*"),  # (an I line's)
+    (0, rb"normalizer\.cc\(\d+\) LOG\(INFO\) precompiled_charsmap is empty\..*"),
+)
 # A line that has begun like this may still become noise: hold it until it ends.
 NOISE_STARTS = (b"WARNING: All log", b"I0", b"I1", b"W0", b"W1", b"E0", b"E1",
                 b"To enable the", b"normalizer.cc(")
 
-_state = {"level_set_by_us": False}
-
 
 def add_verbose_flag(parser) -> None:
-    """The `--verbose` option every command has."""
-    parser.add_argument("--verbose", action="store_true",
+    """The `--verbose` option every command has (on by default when the environment has
+    TRANSFORMER_TF_VERBOSE=1)."""
+    parser.add_argument("--verbose", action="store_true", default=verbose_by_environment(),
                         help="show TensorFlow's, Keras' and sentencepiece's own log lines "
-                             "(start-up, devices, warnings); quiet by default")
+                             "(start-up, devices, warnings) and the traceback of an error; "
+                             f"quiet by default ({VERBOSE_VARIABLE}=1 makes it the default)")
 
 
-# A noise line that follows unterminated output on the same line: a progress bar's last
-# "\r" piece, then sentencepiece's line as the next pass's tokenizer is created.
-NOISE_TAIL = re.compile(rb"(?:" + NOISE_LINES.pattern + rb")\r?\Z")
+def verbose_by_environment() -> bool:
+    """Whether TRANSFORMER_TF_VERBOSE asks for --verbose (any value but "", 0, false, no,
+    off)."""
+    return os.environ.get(VERBOSE_VARIABLE, "").strip().lower() not in _NOT_VERBOSE
 
 
-def is_noise(line: bytes) -> bool:
-    """True for a whole stderr line (terminator removed) that quiet mode drops."""
-    return NOISE_LINES.fullmatch(line.rstrip(b"\r")) is not None
+def level_in_force(value: str) -> int:
+    """The TensorFlow log level a TF_CPP_MIN_LOG_LEVEL value sets, read as TensorFlow reads
+    it (a leading integer, else 0), within 0..3."""
+    number = re.match(r"\s*([+-]?\d+)", value)
+    return min(max(int(number.group(1)) if number else 0, 0), 3)
+
+
+@functools.cache
+def noise_lines(level: int) -> re.Pattern:
+    """The whole lines (bytes, terminator removed) dropped at TensorFlow log level `level`
+    (none at 0)."""
+    letters = b"".join(letter for letter, rating in ABSL_SEVERITIES.items() if rating < level)
+    kinds = [pattern for rating, pattern in RATED_LINES if rating < level]
+    if letters:
+        kinds.append(b"[" + letters + b"]" + ABSL_PREFIX + rb"[\w.]+:\d+\] .*")
+    return re.compile(b"|".join(kinds) or rb"(?!)")  # (?!): matches nothing
+
+
+def is_noise(line: bytes, level: int = QUIET_LEVEL) -> bool:
+    """True for a whole stderr line (terminator removed) that quiet mode drops at `level`."""
+    return noise_lines(level).fullmatch(line.rstrip(b"\r")) is not None
 
 
 def _may_become_noise(partial: bytes) -> bool:
     return any(partial.startswith(s) or s.startswith(partial) for s in NOISE_STARTS)
 
 
-def _without_noise(piece: bytes) -> bytes:
+def _without_noise(piece: bytes, tail_pattern: re.Pattern) -> bytes:
     """A piece ending in "\n" or "\r", without the noise line it ends with (if any):
     the whole piece, or only its tail after output that had no terminator."""
-    tail = NOISE_TAIL.search(piece[:-1])
+    tail = tail_pattern.search(piece[:-1])
     return piece if tail is None else piece[:tail.start()]
 
 
@@ -94,17 +128,19 @@ def _held_from(partial: bytes) -> int:
                 len(partial))
 
 
-def filter_stream(source, sink) -> None:
+def filter_stream(source, sink, level: int = QUIET_LEVEL) -> None:
     """Copies bytes from `source` to `sink` (binary files, unbuffered), dropping the
-    `is_noise` lines, also those that follow unterminated output on its line; a partial
-    line is passed on at once, except a tail that may become noise."""
+    `is_noise` lines of `level`, also those that follow unterminated output on its line (a
+    progress bar's last "\r" piece, then sentencepiece's line as the next pass's tokenizer
+    is created); a partial line is passed on at once, except a tail that may become noise."""
+    tail_pattern = re.compile(rb"(?:" + noise_lines(level).pattern + rb")\r?\Z")
     pending = b""
     while chunk := source.read(1 << 16):
         pending += chunk
         out = []
         for piece in re.split(rb"(?<=[\n\r])", pending):
             if piece.endswith((b"\n", b"\r")):
-                out.append(_without_noise(piece))
+                out.append(_without_noise(piece, tail_pattern))
                 pending = b""
             else:
                 pending = piece
@@ -113,7 +149,7 @@ def filter_stream(source, sink) -> None:
         pending = pending[held:]
         sink.write(b"".join(out))
         sink.flush()
-    if pending and not is_noise(pending):
+    if pending and not is_noise(pending, level):
         sink.write(pending)
         sink.flush()
 
@@ -121,18 +157,18 @@ def filter_stream(source, sink) -> None:
 class StderrFilter:
     """Replaces fd 2 by a pipe into a small filter process (this file run as a script:
     standard library only) that writes what arrives to the original stderr, dropping
-    `is_noise` lines. A process, not a thread: when the command dies abruptly (a C++ CHECK
-    failure, a segfault, SIGKILL) the filter still passes on its last words. It ignores
-    Ctrl-C, which reaches the whole process group, so it outlives the command's traceback.
-    `close()` restores fd 2 and waits for the filter to drain."""
+    `is_noise` lines of the given level. A process, not a thread: when the command dies
+    abruptly (a C++ CHECK failure, a segfault, SIGKILL) the filter still passes on its last
+    words. It ignores Ctrl-C, which reaches the whole process group, so it outlives the
+    command's traceback. `close()` restores fd 2 and waits for the filter to drain."""
 
-    def __init__(self):
+    def __init__(self, level: int = QUIET_LEVEL):
         sys.stderr.flush()
         self._original = os.dup(2)
         read_end, write_end = os.pipe()
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-u", os.path.abspath(__file__)],
+                [sys.executable, "-I", "-S", "-u", os.path.abspath(__file__), str(level)],
                 stdin=read_end, stdout=self._original, stderr=self._original)
         finally:
             os.close(read_end)
@@ -176,13 +212,11 @@ def session(verbose: bool = False) -> Iterator[None]:
     if verbose:
         yield
         return
-    if LEVEL_VARIABLE not in os.environ:
-        os.environ[LEVEL_VARIABLE] = QUIET_LEVEL
-        _state["level_set_by_us"] = True
+    level = level_in_force(os.environ.setdefault(LEVEL_VARIABLE, str(QUIET_LEVEL)))
     stderr_filter = None
-    if _state["level_set_by_us"]:
+    if level > 0:
         try:
-            stderr_filter = StderrFilter()
+            stderr_filter = StderrFilter(level)
         except OSError:  # no usable stderr (a daemon?): nothing to keep quiet
             stderr_filter = None
     try:
@@ -195,4 +229,4 @@ def session(verbose: bool = False) -> Iterator[None]:
 
 if __name__ == "__main__":  # the filter process of StderrFilter
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    filter_stream(sys.stdin.buffer, sys.stdout.buffer)
+    filter_stream(sys.stdin.buffer, sys.stdout.buffer, int(sys.argv[1]))
