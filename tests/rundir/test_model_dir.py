@@ -53,3 +53,19 @@ def test_format_1_run_config_loads_with_its_meaning(tmp_path):
     model_dir_lib.write_run_config(tmp_path, run)
     assert json.loads((tmp_path / model_dir_lib.RUN_CONFIG).read_text())["format"] == 2
     assert model_dir_lib.read_run_config(tmp_path) == run
+
+
+def test_a_small_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    from transformer_tf.rundir import files
+
+    target = tmp_path / "run" / "record.json"
+    files.write_json_atomically(target, {"step": 1})
+    assert json.loads(target.read_text()) == {"step": 1}
+
+    def killed(*args, **kwargs):  # the process dies between writing and renaming
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.pathlib.Path, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        files.write_json_atomically(target, {"step": 2})
+    assert json.loads(target.read_text()) == {"step": 1}  # the old file, whole

@@ -13,6 +13,8 @@ import datetime
 import json
 import pathlib
 
+from transformer_tf.rundir.files import write_json_atomically
+
 BUDGET_FILE = "batch_budget.json"
 
 
@@ -41,8 +43,5 @@ def record_lowered(model_dir, step: int, old: int, new: int, error: str) -> dict
     record["lowered"].append({
         "step": step, "from": old, "to": new, "error": error,
         "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")})
-    path = budget_path(model_dir)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(path)
+    write_json_atomically(budget_path(model_dir), record)
     return record

@@ -22,6 +22,7 @@ import pathlib
 import tensorflow as tf
 
 from transformer_tf.rundir.checkpoints import checkpoint_dir
+from transformer_tf.rundir.files import write_json_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +62,7 @@ def save_best(model, model_dir, step: int, dev_bleu: float, dev_nll: float,
     best = BestCheckpoint(checkpoint=str(prefix), step=step, dev_bleu=dev_bleu,
                           dev_nll=dev_nll, trained_seconds=trained_seconds)
     record = {**dataclasses.asdict(best), "checkpoint": prefix.name}
-    target = directory / BEST_RECORD
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(target)
+    write_json_atomically(directory / BEST_RECORD, record)
     for path in directory.glob("ckpt-*"):
         if path.is_file() and not path.name.startswith(prefix.name + "."):
             path.unlink()

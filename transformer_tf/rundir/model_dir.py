@@ -34,6 +34,7 @@ import shutil
 from transformer_tf.config import DecodingConfig, TrainingConfig
 from transformer_tf.data.prepared import load_prepared
 from transformer_tf.models.registry import DEFAULT_FAMILY, config_class
+from transformer_tf.rundir.files import write_json_atomically, write_text_atomically
 
 RUN_CONFIG = "run_config.json"
 TOKENIZER_FILE = "bpe.model"
@@ -124,11 +125,7 @@ def tokenizer_path(model_dir) -> pathlib.Path:
 
 
 def write_run_config(model_dir, run: RunConfig) -> None:
-    path = pathlib.Path(model_dir) / RUN_CONFIG
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(run.to_json())
-    tmp.replace(path)
+    write_text_atomically(pathlib.Path(model_dir) / RUN_CONFIG, run.to_json())
 
 
 def write_tokenizer(model_dir, source_path) -> None:
@@ -164,10 +161,7 @@ def write_chosen(model_dir, chosen: ChosenCheckpoint) -> None:
     MDIR when inside it, so that a copied run directory still finds it)."""
     record = {**dataclasses.asdict(chosen),
               "checkpoint": _within_run(model_dir, chosen.checkpoint)}
-    target = pathlib.Path(model_dir) / CHOSEN_FILE
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(target)
+    write_json_atomically(pathlib.Path(model_dir) / CHOSEN_FILE, record)
 
 
 def read_chosen(model_dir) -> ChosenCheckpoint | None:
@@ -187,11 +181,7 @@ def read_chosen(model_dir) -> ChosenCheckpoint | None:
 
 def write_recipe_plan(model_dir, plan: dict) -> None:
     """Record a run's recipe plan (a JSON-able dict) in MDIR/recipe_plan.json, atomically."""
-    target = pathlib.Path(model_dir) / RECIPE_PLAN_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(plan, indent=2))
-    tmp.replace(target)
+    write_json_atomically(pathlib.Path(model_dir) / RECIPE_PLAN_FILE, plan)
 
 
 def read_recipe_plan(model_dir) -> dict | None:
@@ -236,10 +226,7 @@ def write_chosen_decoding(model_dir, chosen: ChosenDecoding) -> None:
     `write_chosen` stores it)."""
     record = {**dataclasses.asdict(chosen),
               "checkpoint": _within_run(model_dir, chosen.checkpoint)}
-    target = pathlib.Path(model_dir) / DECODING_FILE
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(target)
+    write_json_atomically(pathlib.Path(model_dir) / DECODING_FILE, record)
 
 
 def read_chosen_decoding(model_dir) -> ChosenDecoding | None:
