@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 export TRANSFORMER_TF_DATA ?= $(abspath ../shared/data)
 MAIN_ARGS ?=
 
-.PHONY: main test install constraints bench clean
+.PHONY: main test install constraints docs docs-serve bench clean
 
 $(VENV)/.installed: setup.py constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11 ...'" >&2; exit 1; }
@@ -56,10 +56,17 @@ constraints: install
 # torch first, pinned: PyPI's torch==2.13.0 is the CUDA build (several GB). The CPU build
 # is on PyTorch's own index: make bench TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
+# The user's guide as a site (mkdocs.yml): built into site/, or served at localhost:8000.
+docs: install
+	$(PY) -m mkdocs build --strict --site-dir site
+
+docs-serve: install
+	$(PY) -m mkdocs serve
+
 bench: install
 	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/run_all.py --quick --json
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs site
