@@ -103,7 +103,7 @@ def test_a_killed_main_job_loses_nothing(work, gc_frozen):
     name_dir = saved / work.name
     assert [p.name for p in versions_of(name_dir)] == ["1"]
 
-    kill_after_line(argv, "==> 5/6", 2.0)  # while it exports
+    kill_after_line(argv, "==> 6/7", 2.0)  # while it exports
     with gc_frozen():
         state = usable(work / "model", versions_of(name_dir))
     assert state["steps"][-1] == STEPS

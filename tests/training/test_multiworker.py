@@ -182,7 +182,8 @@ def test_only_the_chief_writes_the_model_directory(workers):
 
     model_dir = workers["model_dir"]
     assert sorted(p.name for p in model_dir.iterdir()) == [
-        ".run.lock", "bpe.model", "checkpoints", "logs", "run_config.json"]  # the chief's lock
+        ".run.lock", "bpe.model", "checkpoints", "logs", "run_config.json",
+        "validation.jsonl"]  # the chief's lock and validation log
     kept = [pathlib.Path(p).name for p in checkpoints.list_checkpoints(model_dir)]
     # The restored one, then one per step (checkpoint_every_minutes is tiny): the chief
     # saves alone, at any step, without waiting for an epoch end.
