@@ -196,3 +196,29 @@ def lock_held_elsewhere():
     """A context manager (model_dir) -> the process that holds MDIR's run lock for the
     block (a real second process: the OS lock is per process); killed at the end."""
     return _lock_held_by_another_process
+
+
+@pytest.fixture(scope="session")
+def built_once_per_session(tmp_path_factory):
+    """A function (name, key, build) -> directory: `build(directory)` runs once per test
+    session, not once per xdist worker. Under xdist the workers share their session's
+    base directory: the first to ask builds `name/key` under a file lock, the others wait
+    and use it. `key` must name what the build depends on (e.g. a hash of the weights),
+    so that a worker whose inputs differ builds its own. Without xdist it simply builds
+    into this session's temporary directory."""
+    import filelock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+    def get(name: str, key: str, build) -> pathlib.Path:
+        directory = shared / "built_once" / name / key
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with filelock.FileLock(str(directory) + ".lock"):
+            done = directory / ".done"
+            if not done.exists():
+                build(directory)
+                done.touch()
+        return directory
+
+    return get

@@ -68,11 +68,21 @@ def serving_translator(line_break_model, serving_bpe):
 
 
 @pytest.fixture(scope="session")
-def serving_exports(serving_translator, tmp_path_factory):
-    """{"text": path, "ids": path}: the translator exported both ways."""
-    root = tmp_path_factory.mktemp("serving_exports")
-    return {"text": export_saved_model(serving_translator, root / "text" / "1"),
-            "ids": export_saved_model(serving_translator, root / "ids" / "1", ids_only=True)}
+def serving_exports(serving_translator, serving_bpe, built_once_per_session):
+    """{"text": path, "ids": path}: the translator exported both ways (once per session:
+    the workers' translators are built from the same seed, which the key checks)."""
+    import hashlib
+
+    digest = hashlib.sha256(serving_bpe.model_proto)
+    for weight in serving_translator.model.weights:
+        digest.update(weight.numpy().tobytes())
+
+    def build(root):
+        export_saved_model(serving_translator, root / "text" / "1")
+        export_saved_model(serving_translator, root / "ids" / "1", ids_only=True)
+
+    root = built_once_per_session("serving_exports", digest.hexdigest()[:16], build)
+    return {"text": root / "text" / "1", "ids": root / "ids" / "1"}
 
 
 @pytest.fixture(scope="session")
