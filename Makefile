@@ -26,11 +26,13 @@ main: install
 	$(PY) scripts/main_job.py $(MAIN_ARGS)
 
 # pytest exits with 5 when it collects no test: that is a failure here, not a pass.
-# Two worker processes (pytest-xdist): tracing and Python-bound work overlap on 2 cores.
+# TEST_WORKERS processes (pytest-xdist): tracing, compiling and waiting on child processes
+# are single-threaded, so three workers keep 2 cores busier than two.
 # --dist loadscope keeps each test module on one worker, so a module's fixtures (a trained
 # run, a set of exports) are built once, not once per worker.
+TEST_WORKERS ?= 3
 test: install
-	$(PY) -m pytest -q --timeout=900 -n 2 --dist loadscope
+	$(PY) -m pytest -q --timeout=900 -n $(TEST_WORKERS) --dist loadscope
 
 # constraints.txt pins every distribution that .[test] needs (the package itself and the
 # venv's pip, setuptools and wheel aside) at the version installed in .venv, as pip
