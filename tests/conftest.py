@@ -222,3 +222,27 @@ def built_once_per_session(tmp_path_factory):
         return directory
 
     return get
+
+
+# Modules that take a minute or more on a 2-core CPU, longest first. They are handed out
+# first (pytest-xdist's --dist loadscope gives workers whole modules in collection order),
+# so that the suite does not end with one worker alone on a long module; the other modules
+# keep their order, and so does every module's own tests.
+LONG_MODULES = (
+    "tests/jobs/test_main_job.py",
+    "tests/jobs/test_parse_job.py",
+    "tests/export/test_fuzz_variants.py",
+    "tests/inference/test_selection.py",
+    "tests/decoding/test_search_by_length.py",
+    "tests/jobs/test_killed_jobs.py",
+    "tests/training/test_keep_best.py",
+    "tests/training/test_multiworker.py",
+    "tests/export/test_kill_export.py",
+    "tests/training/test_training_run.py",
+    "tests/training/test_replicas.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    first = {module: rank for rank, module in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))
