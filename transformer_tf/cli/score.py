@@ -50,20 +50,18 @@ def main(argv=None):
 
 def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.data.textio import strip_newline
     from transformer_tf.inference.pair_scoring import (
         load_scorer,
         pairs_from_files,
         pairs_from_lines,
         score_pairs,
     )
+    from transformer_tf.inference.streaming import source_lines
 
     if args.src is not None:
         pairs, name = pairs_from_files(args.src, args.tgt), args.tgt
     else:
-        lines = (strip_newline(raw).decode("utf-8", errors="replace")
-                 for raw in sys.stdin.buffer)
-        pairs, name = pairs_from_lines(lines), "<stdin>"
+        pairs, name = pairs_from_lines(source_lines(sys.stdin.buffer)), "<stdin>"
     scorer = load_scorer(model=args.model, model_dir=args.model_dir, checkpoint=args.checkpoint)
     out = sys.stdout
     for scored in score_pairs(scorer, pairs, args.batch_size, name=name):
