@@ -138,6 +138,31 @@ def gc_frozen():
 
 
 @pytest.fixture(scope="session")
+def random_weights_run(tiny_multi30k, tmp_path_factory):
+    """A model directory: run config, the tiny Multi30k BPE model and random weights of a
+    2-layer, 2-head Transformer (as its averaged checkpoint); for tests of what reads a
+    model's attention."""
+    import tensorflow as tf
+
+    from transformer_tf.config import DecodingConfig, ModelConfig, TrainingConfig
+    from transformer_tf.models.transformer import Transformer
+    from transformer_tf.rundir import model_dir as model_dir_lib
+
+    directory = tmp_path_factory.mktemp("attention_run")
+    config = ModelConfig(vocab_size=tiny_multi30k.vocab_size, num_layers=2, d_model=16,
+                         d_ff=32, num_heads=2, max_position=64)
+    model_dir_lib.write_run_config(directory, model_dir_lib.RunConfig(
+        model=config, training=TrainingConfig(),
+        decoding=DecodingConfig(beam_size=2, max_extra_length=3),  # short random outputs
+        data_dir=str(tiny_multi30k.directory), preset="tiny"))
+    model_dir_lib.write_tokenizer(directory, tiny_multi30k.bpe_model_path)
+    model = Transformer(config)
+    model.build()
+    tf.train.Checkpoint(model=model).write(str(model_dir_lib.averaged_prefix(directory)))
+    return directory
+
+
+@pytest.fixture(scope="session")
 def write_checkpointed_run():
     """A function (directory, model_config, steps, average_last) -> directory that writes a
     run directory (run_config.json) with training checkpoints ckpt-<step> for each of

@@ -97,13 +97,21 @@ def test_paper_presets_carry_their_step_plans_and_the_en_fr_big_model():
 
 
 def test_parsing_presets_decode_as_section_6_3_says():
-    # The paper: 4 layers, d_model 1024; beam 21, alpha 0.3, outputs up to input + 300.
-    paper = get_preset("parsing")
-    assert (paper.model.num_layers, paper.model.d_model) == (4, 1024)
+    # The paper: 4 layers, d_model 1024; beam 21, alpha 0.3, outputs up to input + 300,
+    # nothing forced on the output. `parsing` is the same preset.
+    paper = get_preset("parsing_paper")
+    assert get_preset("parsing") is paper
+    assert (paper.model.num_layers, paper.model.d_model, paper.model.source_cursor) == (
+        4, 1024, False)
     assert (paper.decoding.beam_size, paper.decoding.alpha,
-            paper.decoding.max_extra_length, paper.decoding.grammar) == (21, 0.3, 300, "tree")
-    # The CPU-sized variant differs only in its dev-chosen alpha (README, parsing results).
-    assert get_preset("parsing_cpu").decoding == paper.decoding.replace(alpha=5.0)
+            paper.decoding.max_extra_length, paper.decoding.grammar) == (21, 0.3, 300, "none")
+    # Beyond the paper: the dev-chosen alpha, the tree grammar and the source cursor.
+    engineered = get_preset("parsing_cpu")
+    assert engineered.decoding == paper.decoding.replace(alpha=5.0, grammar="tree")
+    assert engineered.model.source_cursor
+    from transformer_tf.presets.parsing import PRESET_LEAVES
+
+    assert PRESET_LEAVES == {"parsing_paper": "slot", "parsing": "slot", "parsing_cpu": "words"}
 
 
 def test_each_family_table_names_its_presets_once():
@@ -114,4 +122,4 @@ def test_each_family_table_names_its_presets_once():
     tables = [TRANSFORMER_PRESETS, CONVS2S_PRESETS, PARSING_PRESETS]
     assert len(PRESET_NAMES) == sum(map(len, tables))  # no table hides another's name
     assert all(get_preset(name).family == "convs2s" for name in CONVS2S_PRESETS)
-    assert all(get_preset(name).decoding.grammar == "tree" for name in PARSING_PRESETS)
+    assert all(get_preset(name).decoding.beam_size == 21 for name in PARSING_PRESETS)

@@ -130,33 +130,11 @@ def test_tensorboard_pngs_one_per_layer_of_equal_size():
 
 
 # ---------------------------------------------------------------------- a real model
-@pytest.fixture(scope="module")
-def tiny_run(tiny_multi30k, tmp_path_factory):
-    """A model directory: run config, the tiny Multi30k BPE model and random weights (as
-    its averaged checkpoint)."""
-    from transformer_tf.config import DecodingConfig, ModelConfig, TrainingConfig
-    from transformer_tf.models.transformer import Transformer
-    from transformer_tf.rundir import model_dir as model_dir_lib
-
-    directory = tmp_path_factory.mktemp("attention_run")
-    config = ModelConfig(vocab_size=tiny_multi30k.vocab_size, num_layers=2, d_model=16,
-                         d_ff=32, num_heads=2, max_position=64)
-    model_dir_lib.write_run_config(directory, model_dir_lib.RunConfig(
-        model=config, training=TrainingConfig(),
-        decoding=DecodingConfig(beam_size=2, max_extra_length=3),  # short random outputs
-        data_dir=str(tiny_multi30k.directory), preset="tiny"))
-    model_dir_lib.write_tokenizer(directory, tiny_multi30k.bpe_model_path)
-    model = Transformer(config)
-    model.build()
-    tf.train.Checkpoint(model=model).write(str(model_dir_lib.averaged_prefix(directory)))
-    return directory
-
-
-def test_sentence_maps_from_search_and_given_target(tiny_run):
+def test_sentence_maps_from_search_and_given_target(random_weights_run):
     from transformer_tf.inference.attention import load_model
     from transformer_tf.visualization.maps import sentence_maps
 
-    model, tokenizer, decoding = load_model(model_dir=tiny_run)
+    model, tokenizer, decoding = load_model(model_dir=random_weights_run)
     searched = sentence_maps(model, tokenizer, "Zwei Mädchen spielen am Strand.", None,
                              decoding)
     given = sentence_maps(model, tokenizer, "Zwei Mädchen spielen am Strand.",
@@ -182,9 +160,9 @@ def load_script():
     return attention
 
 
-def test_script_writes_the_three_figures(tiny_run, tmp_path, capsys):
+def test_script_writes_the_three_figures(random_weights_run, tmp_path, capsys):
     script = load_script()
-    code = script.main(["--model-dir", str(tiny_run), "--text", "Ein Mädchen à l'été",
+    code = script.main(["--model-dir", str(random_weights_run), "--text", "Ein Mädchen à l'été",
                         "--kind", "cross", "--layer", "1", "--heads", "2", "--dpi", "30",
                         "--out", str(tmp_path)])
     out = capsys.readouterr().out
@@ -198,9 +176,9 @@ def test_script_writes_the_three_figures(tiny_run, tmp_path, capsys):
         png_size((tmp_path / name).read_bytes())
 
 
-def test_script_errors_exit_2(tiny_run, tmp_path, capsys):
+def test_script_errors_exit_2(random_weights_run, tmp_path, capsys):
     script = load_script()
-    base = ["--model-dir", str(tiny_run), "--text", "Hallo", "--target", "Hallo",
+    base = ["--model-dir", str(random_weights_run), "--text", "Hallo", "--target", "Hallo",
             "--out", str(tmp_path)]
     assert script.main(base + ["--layer", "7"]) == 2
     assert "layers 1..2" in capsys.readouterr().err

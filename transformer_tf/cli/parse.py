@@ -32,8 +32,9 @@ def main(argv=None):
     parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
     add_search_flags(parser, "the run's", length=True, purpose="with --model-dir")
     parser.add_argument("--grammar", choices=("none", "tree"),
-                        help="with --model-dir: output constraint (default tree: well-formed "
-                             "trees with every input word in place)")
+                        help="with --model-dir: output constraint (default: the run's; "
+                             "tree: well-formed trees with every input word in place; none: "
+                             "unconstrained, repaired afterwards)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)

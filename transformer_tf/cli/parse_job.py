@@ -3,14 +3,16 @@
 Prepares the treebank (default: the sample in $TRANSFORMER_TF_DATA/ptb_wsj_sample; a full
 treebank directory of .mrg files gets the standard section split), trains the preset
 within a time budget, averages the final checkpoints (kept only if better on dev), parses
-dev and test with the preset's beam search (beam 21, output up to input + 300; alpha 0.3
-for `parsing`, as in the paper, 5.0 for `parsing_cpu`, chosen on the sample's dev set),
+dev and test with the preset's beam search (beam 21, output up to input + 300;
+`parsing_paper`, also called `parsing`: the paper's alpha 0.3, no grammar, XX leaves;
+`parsing_cpu`, beyond the paper: alpha 5.0, the tree grammar, word leaves, the source
+cursor),
 scores them with EVALB's COLLINS.prm rules, exports a SavedModel that parses sentences
 into trees, and parses a few examples through it. Running it again resumes training.
 
 Examples:
   python scripts/parse_job.py --train-minutes 45
-  python scripts/parse_job.py --treebank /data/ptb/wsj --preset parsing --work-dir runs/wsj
+  python scripts/parse_job.py --treebank /data/ptb/wsj --preset parsing_paper --work-dir runs/wsj
 """
 import argparse
 import json
@@ -31,7 +33,7 @@ from transformer_tf.cli.flags import (
 )
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.config import GRAMMARS
-from transformer_tf.data.linearise import DEFAULT_LEAVES, LEAVES
+from transformer_tf.data.linearise import LEAVES
 from transformer_tf.presets import PRESET_NAMES
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
@@ -46,17 +48,18 @@ def main(argv=None):
                         help="where data/, model/, trees and summary.json go "
                              "(default runs/ptb_parsing)")
     parser.add_argument("--preset", choices=PRESET_NAMES, default="parsing_cpu",
-                        help="model preset (default parsing_cpu; parsing = the paper's size)")
+                        help="model preset (default parsing_cpu, beyond the paper; "
+                             "parsing_paper or parsing: the paper's configuration)")
     parser.add_argument("--vocab-size", type=positive_int, default=4000,
                         help="shared vocabulary size (default 4000; paper 16k on the full WSJ)")
     parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
                         help="bpe (sentencepiece, default) or wordpiece (words whole where "
                              "the vocabulary holds them, like the paper's word vocabulary)")
-    parser.add_argument("--leaves", choices=LEAVES, default=DEFAULT_LEAVES,
+    parser.add_argument("--leaves", choices=LEAVES,
                         help="what stands for a word in the target tree: words (the words "
-                             f"themselves, copied from the input under the tree grammar; "
-                             f"default {DEFAULT_LEAVES}) or slot (one XX per word, as Vinyals "
-                             "et al.)")
+                             "themselves, copied from the input under the tree grammar; "
+                             "parsing_cpu's) or slot (one XX per word, as Vinyals et al. and "
+                             "the paper; parsing_paper's). Default: the preset's")
     parser.add_argument("--train-minutes", type=float, default=45.0,
                         help="the run's training time in minutes, in all invocations "
                              "together (default 45; 0 = none, "

@@ -7,8 +7,9 @@
    average only if its dev F1 (greedy decoding, cheap) is at least the latest
    checkpoint's;
 4. parse dev and test with the chosen checkpoint and the run's search (the preset's:
-   beam 21, output up to input + 300, alpha 0.3 for `parsing` and 5.0 for `parsing_cpu`,
-   unless overridden), read the outputs back with repairs
+   beam 21, output up to input + 300; `parsing_paper` (= `parsing`): alpha 0.3, no
+   grammar; `parsing_cpu`: alpha 5.0 under the tree grammar; unless overridden), read the
+   outputs back with repairs
    counted, and score them with EVALB's COLLINS.prm rules;
 5. export a SavedModel whose serving_default parses sentences into trees;
 6. parse a few example sentences through it.
@@ -34,6 +35,7 @@ from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator
 from transformer_tf.inference.parser import parse_lines
 from transformer_tf.jobs.stages import JobStages, check_export_free, export_version_dir
+from transformer_tf.presets.parsing import PRESET_LEAVES
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir.lock import hold_run
 from transformer_tf.rundir.model_dir import read_run_config
@@ -56,7 +58,7 @@ class ParseJobOptions:
     preset: str = "parsing_cpu"
     vocab_size: int = 4000
     subword: str = "bpe"  # or "wordpiece" (whole words where the vocabulary has them)
-    leaves: str = DEFAULT_LEAVES  # "words" or "slot" (data.linearise)
+    leaves: str | None = None  # "words" or "slot" (data.linearise); None: `preset_leaves`
     train_minutes: float | None = 45.0
     max_steps: int | None = None
     epochs: float | None = None
@@ -65,13 +67,65 @@ class ParseJobOptions:
     training_overrides: dict = dataclasses.field(default_factory=dict)
     average_last: int | None = None
     beam_size: int | None = None  # None: the preset's (parsing: 21)
-    alpha: float | None = None  # parsing: 0.3, parsing_cpu: 5.0
+    alpha: float | None = None  # parsing_paper: 0.3, parsing_cpu: 5.0
     max_extra_length: int | None = None  # parsing: 300
-    grammar: str | None = None  # parsing: "tree"
+    grammar: str | None = None  # parsing_paper: "none", parsing_cpu: "tree"
     batch_size: int = 32
     saved_model_dir: str | None = None  # default WORK/saved_model/<the next free version>
     precision: str = "auto"
     verbose: int = 1
+
+
+def preset_leaves(preset: str) -> str:
+    """The leaf convention the treebank is prepared with for `preset` (the paper's
+    presets: "slot"; parsing_cpu and any other: DEFAULT_LEAVES)."""
+    return PRESET_LEAVES.get(preset, DEFAULT_LEAVES)
+
+
+def prepare_or_reuse(treebank_dir, data_dir: pathlib.Path, vocab_size: int, subword: str,
+                     leaves: str):
+    """The treebank prepared in `data_dir` (with `leaves`), prepared now if it is not."""
+    if not (data_dir / METADATA_FILE).exists():
+        return prepare_treebank(treebank_dir, data_dir, vocab_size, subword=subword,
+                                leaves=leaves)
+    prepared = load_prepared(data_dir)
+    print(f"already prepared: {data_dir}")
+    prepared_leaves = prepared.metadata["treebank"].get("leaves", "slot")
+    if prepared_leaves != leaves:
+        raise TreebankError(f"{data_dir} was prepared with leaves {prepared_leaves!r}, not "
+                            f"{leaves!r}: give another --work-dir")
+    return prepared
+
+
+def choose_checkpoint(model_dir: pathlib.Path, prepared, work: pathlib.Path, search: dict,
+                      average_last: int, batch_size: int, progress: bool) -> dict:
+    """Average up to `average_last` checkpoints from the final part of training and keep
+    the average only if its greedy dev F1 is at least the latest checkpoint's.
+
+    Returns {"checkpoint": the chosen prefix, "chosen": "averaged" or "latest",
+    "averaged_sources": [...], "dev_f1_greedy": {name: F1}}; greedy trees go to
+    work/valid.greedy.<name>.trees.
+    """
+    available = checkpoints.list_checkpoints(model_dir)
+    candidates = {"latest": available[-1]}
+    averaged_sources: list = []
+    if len(averaging.tail_checkpoints(available, average_last)) >= 2:
+        averaged = averaging.average_run(model_dir, average_last, allow_fewer=True,
+                                           tail_only=True)
+        candidates["averaged"] = averaged.path
+        averaged_sources = list(averaged.sources)
+    dev_greedy = {}
+    for name, path in candidates.items():
+        scored = parse_and_score(model_dir, path, prepared, "valid",
+                                 work / f"valid.greedy.{name}.trees", batch_size,
+                                 progress, **{**search, "beam_size": 1})
+        dev_greedy[name] = scored["evalb"]["all"]["f1"]
+        print(f"  {name} ({pathlib.Path(path).name}): dev F1 greedy {dev_greedy[name]:.2f}")
+    chosen = ("averaged" if "averaged" in dev_greedy
+              and dev_greedy["averaged"] >= dev_greedy["latest"] else "latest")
+    print(f"chosen: {chosen} ({pathlib.Path(candidates[chosen]).name})")
+    return {"checkpoint": candidates[chosen], "chosen": chosen,
+            "averaged_sources": averaged_sources, "dev_f1_greedy": dev_greedy}
 
 
 def parse_and_score(model_dir, checkpoint, prepared, split: str, out_path, batch_size: int,
@@ -104,17 +158,11 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     data_dir, model_dir = work / "data", work / "model"
     progress = options.verbose > 0
 
-    stages.begin(f"1/6 prepare the treebank {options.treebank_dir} -> {data_dir}")
-    if (data_dir / METADATA_FILE).exists():
-        prepared = load_prepared(data_dir)
-        print(f"already prepared: {data_dir}")
-        prepared_leaves = prepared.metadata["treebank"].get("leaves", "slot")
-        if prepared_leaves != options.leaves:
-            raise TreebankError(f"{data_dir} was prepared with leaves {prepared_leaves!r}, not "
-                             f"{options.leaves!r}: give another --work-dir")
-    else:
-        prepared = prepare_treebank(options.treebank_dir, data_dir, options.vocab_size,
-                                    subword=options.subword, leaves=options.leaves)
+    leaves = options.leaves or preset_leaves(options.preset)
+    stages.begin(f"1/6 prepare the treebank {options.treebank_dir} -> {data_dir} "
+                 f"(leaves {leaves!r})")
+    prepared = prepare_or_reuse(options.treebank_dir, data_dir, options.vocab_size,
+                                options.subword, leaves)
     info = prepared.metadata["treebank"]
     print(f"split {info['split_rule']}; sentences {info['sentences']}")
     stages.done("prepare")
@@ -140,25 +188,10 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     stages.begin(f"3/6 average up to {average_last} checkpoints from the final "
                  f"{averaging.TAIL_FRACTION:.0%} of training; keep the average only if its dev "
                  "F1 (greedy) is at least the latest checkpoint's")
-    available = checkpoints.list_checkpoints(model_dir)
-    candidates = {"latest": available[-1]}
-    averaged_sources: list = []
-    if len(averaging.tail_checkpoints(available, average_last)) >= 2:
-        averaged = averaging.average_run(model_dir, average_last, allow_fewer=True,
-                                           tail_only=True)
-        candidates["averaged"] = averaged.path
-        averaged_sources = list(averaged.sources)
-    dev_greedy = {}
-    for name, path in candidates.items():
-        scored = parse_and_score(model_dir, path, prepared, "valid",
-                                 work / f"valid.greedy.{name}.trees", options.batch_size,
-                                 progress, **{**search, "beam_size": 1})
-        dev_greedy[name] = scored["evalb"]["all"]["f1"]
-        print(f"  {name} ({pathlib.Path(path).name}): dev F1 greedy {dev_greedy[name]:.2f}")
-    chosen = ("averaged" if "averaged" in dev_greedy
-              and dev_greedy["averaged"] >= dev_greedy["latest"] else "latest")
-    checkpoint = candidates[chosen]
-    print(f"chosen: {chosen} ({pathlib.Path(checkpoint).name})")
+    choice = choose_checkpoint(model_dir, prepared, work, search, average_last,
+                               options.batch_size, progress)
+    checkpoint, chosen = choice["checkpoint"], choice["chosen"]
+    averaged_sources, dev_greedy = choice["averaged_sources"], choice["dev_f1_greedy"]
     stages.done("average_and_select")
 
     stages.begin(f"4/6 parse dev and test (beam {decoding.beam_size}, alpha {decoding.alpha}, "
@@ -191,7 +224,7 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
 
     summary = {
         "treebank": info["directory"], "split_rule": info["split_rule"],
-        "sentences": info["sentences"], "preset": options.preset,
+        "sentences": info["sentences"], "preset": options.preset, "leaves": leaves,
         "model_config": run.model.get_config(), "training_config": run.training.get_config(),
         "decoding": decoding.get_config(), "train_steps": result.step,
         "resumed_from_step": result.start_step,

@@ -157,6 +157,18 @@ def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
         tokenizer_sha256=model_dir_lib.tokenizer_sha256(prepared.bpe_model_path.read_bytes()))
 
 
+def _keep_recorded_grammar(run, model_dir) -> model_dir_lib.RunConfig:
+    """`run` with the output grammar the run directory recorded: a resumed run decodes as
+    it did even where its preset's default changed (`parsing` used the tree grammar before
+    it named the paper's parser); an explicit decoding override still wins."""
+    recorded = model_dir_lib.read_run_config(model_dir).decoding.grammar
+    if recorded == run.decoding.grammar:
+        return run
+    logger.info("%s keeps its recorded output grammar %r (its preset's is now %r)",
+                model_dir, recorded, run.decoding.grammar)
+    return dataclasses.replace(run, decoding=run.decoding.replace(grammar=recorded))
+
+
 def make_optimizer(training: TrainingConfig, model_width: int) -> keras.optimizers.Optimizer:
     """The optimizer `training.optimizer` names: "adam", the paper's Adam with the warm-up
     schedule over `model_width` (d_model); "nesterov", ConvS2S's SGD with Nesterov
@@ -369,6 +381,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         model, training = recipe_plan.apply_plan(run.model, run.training, plan)
         run = dataclasses.replace(run, model=model, training=training)
     resuming = model_dir_lib.check_resume_in(model_dir, run)
+    if resuming and "grammar" not in options.decoding_overrides:
+        run = _keep_recorded_grammar(run, model_dir)
     source = _init_source(options, model_dir, run, prepared)
     run = dataclasses.replace(run, init_from=source.get_config() if source else None)
     if chief:
