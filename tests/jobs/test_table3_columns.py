@@ -166,7 +166,7 @@ def test_verdict_rule(difference, noise, direction, expected):
     assert variations.verdict(difference, noise, direction) == expected
 
 
-def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds():
+def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds(tmp_path):
     preset = get_preset("multi30k")
     rows = variations.with_base_seeds(variations.define_rows(
         preset.model.replace(vocab_size=8000), 0.1, ("A", "C", "D", "E"),
@@ -198,6 +198,31 @@ def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds():
     text = variations.format_verdicts(summary)
     assert "Base dev PPL 10.20 (mean of 2 seed(s); spread 0.40, the noise)." in text
     assert "| C: N=4 | C: more layers | N=8: 4.88 | lower | +1.30 | not reproduced |" in text
+
+    # The same study as a results/ file renders in the docs: 8 reproduced, 2 not, 1 within.
+    import json
+
+    from transformer_tf.evaluation import results_tables
+
+    for r in results:
+        r.update(steps=3000, dev_bleu=20.0, dev_nll_flattened_at_step=2500)
+    options = variations.StudyOptions("d", "o", plan="informative", max_steps=3000,
+                                      peak_learning_rate=variations.PAPER_BASE_PEAK)
+    document = variations.results_document(
+        results, options, {"commit": "abc1234", "machine": "a CPU", "date": "2026-11-26"})
+    path = tmp_path / "results" / "table3" / "informative.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(document))
+    rendered = results_tables.render_document(
+        "<!-- results:table table3/informative -->\n<!-- /results -->\n"
+        "<!-- results:sentences table3/informative -->\n<!-- /results -->\n",
+        tmp_path / "results")
+    assert ("Of 11 rows compared with the paper's Table 3, 8 show its direction of change in "
+            "dev perplexity, 2 the opposite and 1 a change within the base seeds' spread "
+            "(0.40 PPL around 10.20).") in rendered
+    assert "| C: N=4 | 4 | 256 | 4 | 64 | 0.2 | 0.1 | sinusoidal | 3,000 | 11.50 | 20.00 | " \
+           "2,500 | N=8: 4.88 | not reproduced |" in rendered
+    assert results_tables.headline(document) == "8 of 11 rows reproduce the paper's direction"
 
 
 def test_the_informative_plan_from_the_command_line(tmp_path, monkeypatch, capsys):

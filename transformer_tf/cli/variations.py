@@ -13,12 +13,16 @@ model's, 3,000 steps per row, the base row with a second seed; the table ends wi
 verdict per row (reproduced, not reproduced, within the base seeds' noise). --rows,
 --max-steps, --budget-minutes and --eval-every still override it.
 
+OUT/results.json is the study in the results/ format (results/README.md): copy it to
+results/table3/ to render it in the docs.
+
 --model-option and --training-option change the base before the rows are derived from it
 (e.g. a smaller batch and a shorter warm-up so that a short budget is not spent in the
 warm-up); a study directory remembers its settings and refuses to resume with others.
 """
 import argparse
 import logging
+import shlex
 import sys
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
@@ -70,10 +74,12 @@ def main(argv=None):
     if not args.count_only:
         prefer_onednn_for_training()
     with console.session(args.verbose):
-        return run_command(_run, parser, args, groups, verbose=args.verbose)
+        command = " ".join(["transformer-tf-variations",
+                            *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+        return run_command(_run, parser, args, groups, command, verbose=args.verbose)
 
 
-def _run(parser, args, groups) -> int:
+def _run(parser, args, groups, command) -> int:
     from transformer_tf.jobs.variations import (
         StudyMismatch,
         StudyOptions,
@@ -102,7 +108,7 @@ def _run(parser, args, groups) -> int:
                            extra_base_seeds=plan.get("extra_base_seeds", ()),
                            precision=args.precision, verbose=0 if args.quiet else 1,
                            model_overrides=model_overrides,
-                           training_overrides=training_overrides)
+                           training_overrides=training_overrides, command=command)
     try:
         run_study(options)
     except StudyMismatch as error:

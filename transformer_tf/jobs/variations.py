@@ -61,6 +61,8 @@ INFORMATIVE_PLAN = {"groups": ("A", "B", "C", "D", "E"), "max_steps": 3000,
 RESULTS_JSON = "variations.json"
 STUDY_FILE = "study.json"
 RESULTS_MD = "variations.md"
+RESULTS_FILE = "results.json"  # the results/ format (results/README.md), for the docs
+PROVENANCE = "provenance.json"  # commit, machine and date of the study's first run
 ROW_RESULT = "result.json"
 
 # Table 3's parameter column (x 10^6) where the paper gives one; rows without a figure
@@ -364,6 +366,7 @@ class StudyOptions:
     # None: the preset's schedule; else every row's rate scaled to peak here.
     peak_learning_rate: float | None = None
     extra_base_seeds: tuple = ()
+    command: str = "transformer-tf-variations"  # recorded in results.json
 
     def defining_fields(self) -> dict:
         """What a study's results depend on; a resumed study must not change any of it.
@@ -582,12 +585,88 @@ def format_table(results: list[dict], options: StudyOptions | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
+RESULT_COLUMNS = [
+    {"key": "row", "label": "row"}, {"key": "N", "label": "N"},
+    {"key": "d_model", "label": "d_model"}, {"key": "h", "label": "h"},
+    {"key": "d_k", "label": "d_k"}, {"key": "P_drop", "label": "P_drop"},
+    {"key": "eps_ls", "label": "eps_ls"}, {"key": "positions", "label": "positions"},
+    {"key": "steps", "label": "steps", "format": "{:,}"},
+    {"key": "dev_perplexity", "label": "dev PPL", "format": "{:.2f}"},
+    {"key": "dev_bleu", "label": "dev BLEU", "format": "{:.2f}"},
+    {"key": "flattened_at", "label": "dev NLL flat from step", "format": "{:,}"},
+    {"key": "paper", "label": "paper (PPL, base 4.92)"},
+    {"key": "verdict", "label": "direction"},
+]
+
+
+def results_document(results: list[dict], options: StudyOptions, provenance: dict) -> dict:
+    """The study in the results/ format (results/README.md): a row per trained row with
+    its verdict, the base rows' mean and spread, and sentences counting the verdicts."""
+    summary = verdicts(results)
+    by_row = {v["row"]: v for v in summary["rows"]}
+    rows = [{"row": r["row"], "N": r["model"]["num_layers"], "d_model": r["model"]["d_model"],
+             "h": r["model"]["num_heads"], "d_k": r["model"]["key_dim"],
+             "P_drop": r["model"]["dropout"], "eps_ls": r["label_smoothing"],
+             "positions": r["model"]["position_encoding"], "steps": r["steps"],
+             "dev_perplexity": r["dev_perplexity"], "dev_bleu": r["dev_bleu"],
+             "flattened_at": r.get("dev_nll_flattened_at_step"),
+             "paper": by_row.get(r["row"], {}).get("paper"),
+             "verdict": by_row.get(r["row"], {}).get("verdict")} for r in results]
+    counts = {name: sum(v["verdict"] == name for v in summary["rows"])
+              for name in ("reproduced", "not reproduced", "within noise")}
+    values = {"rows_compared": len(summary["rows"]), "reproduced": counts["reproduced"],
+              "not_reproduced": counts["not reproduced"],
+              "within_noise": counts["within noise"],
+              "base_perplexity": round(summary.get("base_perplexity", math.nan), 3),
+              "base_seed_spread": round(summary.get("noise", math.nan), 3)}
+    budget = (f"{options.budget_minutes:g} minutes" if options.budget_minutes is not None
+              else f"{options.max_steps:,} steps")
+    return {
+        "what": (f"Table 3 rows ({options.plan} plan) around the {options.base_preset} "
+                 f"model, {budget} per row"
+                 + ("" if options.peak_learning_rate is None else
+                    f", every row's learning rate peaking at {options.peak_learning_rate:.3g}")
+                 + "; dev set, PPL per target BPE token, sacreBLEU with beam 4, alpha 0.6, "
+                   "final checkpoint; direction against the paper's beyond the base seeds' "
+                   "spread"),
+        "title": "Table 3: the paper's directions at small scale",
+        "command": options.command, "commit": provenance["commit"],
+        "commit_role": "measured", "machine": provenance["machine"],
+        "date": provenance["date"], "source": "written by transformer_tf/jobs/variations.py",
+        "values": values, "units": {"base_perplexity": "PPL", "base_seed_spread": "PPL"},
+        "headline": "{reproduced} of {rows_compared} rows reproduce the paper's direction",
+        "sentences": [(
+            "Of {rows_compared} rows compared with the paper's Table 3, {reproduced} show its "
+            "direction of change in dev perplexity, {not_reproduced} the opposite and "
+            "{within_noise} a change within the base seeds' spread ({base_seed_spread:.2f} "
+            "PPL around {base_perplexity:.2f}).")],
+        "columns": RESULT_COLUMNS, "rows": rows,
+    }
+
+
+def _provenance(out: pathlib.Path) -> dict:
+    """Commit, machine and date of the study's first write (kept across resumptions)."""
+    import datetime
+
+    from transformer_tf.jobs.recipe_study import current_commit, machine_description
+
+    path = out / PROVENANCE
+    if path.exists():
+        return json.loads(path.read_text())
+    provenance = {"commit": current_commit(), "machine": machine_description(),
+                  "date": datetime.date.today().isoformat()}
+    path.write_text(json.dumps(provenance, indent=2))
+    return provenance
+
+
 def write_tables(results: list[dict], out: pathlib.Path, options: StudyOptions) -> None:
     summary = verdicts(results)
     (out / RESULTS_JSON).write_text(json.dumps(
         {"options": dataclasses.asdict(options), "rows": results, "verdicts": summary},
         indent=2))
     (out / RESULTS_MD).write_text(format_table(results, options) + format_verdicts(summary))
+    (out / RESULTS_FILE).write_text(json.dumps(
+        results_document(results, options, _provenance(out)), indent=1) + "\n")
 
 
 def format_counts(counts: list[dict]) -> str:
