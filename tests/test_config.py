@@ -84,6 +84,31 @@ def test_unknown_fields_and_presets_are_rejected():
     saved = DecodingConfig().get_config()
     del saved["stopping"]
     assert DecodingConfig.from_config(saved).stopping == "exact"
+    with pytest.raises(ConfigError, match="length_penalty.*'gnmt', 'average'"):
+        DecodingConfig(length_penalty="mean")
+
+
+def test_old_run_configs_rank_by_gnmt_and_convs2s_presets_by_the_average(tmp_path):
+    from transformer_tf.rundir.model_dir import (
+        RunConfig,
+        read_run_config,
+        write_run_config,
+    )
+
+    preset = get_preset("convs2s_tiny")
+    run = RunConfig(model=preset.model, training=preset.training, decoding=preset.decoding,
+                    data_dir="data", preset="convs2s_tiny", family="convs2s")
+    write_run_config(tmp_path, run)
+    assert read_run_config(tmp_path).decoding.length_penalty == "average"
+    # A run directory written before the field existed: its JSON has no length_penalty.
+    path = tmp_path / "run_config.json"
+    text = path.read_text()
+    assert '"length_penalty": "average"' in text
+    path.write_text(text.replace('"length_penalty": "average",', ""))
+    assert read_run_config(tmp_path).decoding.length_penalty == "gnmt"
+    rules = {name: get_preset(name).decoding.length_penalty for name in PRESET_NAMES}
+    assert {name for name, rule in rules.items() if rule == "average"} == {
+        name for name in PRESET_NAMES if get_preset(name).family == "convs2s"}
 
 
 def test_paper_presets_carry_their_step_plans_and_the_en_fr_big_model():

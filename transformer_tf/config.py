@@ -448,6 +448,9 @@ class TrainingConfig(_Serialisable):
 GRAMMARS = ("none", "tree")
 # When a beam search stops before the length limit; see transformer_tf.decoding.search.
 STOPPING_RULES = ("exact", "k_finished", "never")
+# How a finished hypothesis's log-probability is normalised by its length; see
+# transformer_tf.decoding.search.length_penalty.
+LENGTH_PENALTIES = ("gnmt", "average")
 DEFAULT_MAX_BATCH_ROWS = 256  # rows per request an export's signatures accept (0: any)
 
 
@@ -458,6 +461,10 @@ class DecodingConfig(_Serialisable):
     Attributes:
       beam_size: hypotheses kept per sentence (paper: 4); 1 is greedy.
       alpha: GNMT length penalty exponent, ((5 + len) / 6) ** alpha (paper: 0.6).
+      length_penalty: how a finished hypothesis is ranked. "gnmt": log P divided by
+        ((5 + len) / 6) ** alpha (the Transformer paper's rule); "average": log P / len,
+        the mean log-probability per token (ConvS2S's and fairseq's normalisation; alpha
+        plays no part). len counts the EOS.
       max_extra_length: output may be at most input length + this (paper: 50).
       chunk_size: N > 0 sorts a batch by source length and searches it N rows at a time
         (`decoding.model_search.search_model_by_length`): the same outputs. Since the
@@ -487,6 +494,7 @@ class DecodingConfig(_Serialisable):
     beam_size: int = 4
     alpha: float = 0.6
     max_extra_length: int = 50
+    length_penalty: str = "gnmt"
     chunk_size: int = 64
     lanes: int = 1
     xla: bool = False
@@ -509,3 +517,5 @@ class DecodingConfig(_Serialisable):
                f"expected one of {GRAMMARS}, got {self.grammar!r}")
         _check(self.stopping in STOPPING_RULES, "stopping",
                f"expected one of {STOPPING_RULES}, got {self.stopping!r}")
+        _check(self.length_penalty in LENGTH_PENALTIES, "length_penalty",
+               f"expected one of {LENGTH_PENALTIES}, got {self.length_penalty!r}")

@@ -174,6 +174,7 @@ def test_second_family_trains_exports_and_serves(no_transformer, tiny_multi30k, 
     export_dir = export_model_dir(model_dir, tmp_path / "saved" / "convs2s" / "1")
     info = json.loads((export_dir / "assets.extra" / "transformer_tf.json").read_text())
     assert info["family"] == "convs2s"
+    assert info["decoding"]["length_penalty"] == "average"  # the preset's, recorded
 
     in_memory = load_translator(model_dir=str(model_dir))
     assert in_memory.owner.decoding.beam_size == 5  # the preset's (ConvS2S paper) beam

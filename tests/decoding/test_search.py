@@ -84,11 +84,12 @@ class ToyModel:
         return logits - top - math.log(np.exp(logits - top).sum())
 
 
-def lp(length, alpha):
-    return ((5.0 + length) / 6.0) ** alpha
+def lp(length, alpha, rule="gnmt"):
+    """The documented divisors, by hand: GNMT's ((5 + n) / 6) ** alpha, or n ("average")."""
+    return float(length) if rule == "average" else ((5.0 + length) / 6.0) ** alpha
 
 
-def brute_force(model, seed, eos_bias, max_len, alpha):
+def brute_force(model, seed, eos_bias, max_len, alpha, rule="gnmt"):
     """All output sequences of one sentence, best first, as (tokens, score, log P)."""
     out = []
 
@@ -97,7 +98,7 @@ def brute_force(model, seed, eos_bias, max_len, alpha):
         for token in range(model.vocab_size):
             seq, total = tokens + (token,), log_prob + log_probs[token]
             if token == EOS_ID or len(seq) == max_len:
-                out.append((seq, total / lp(len(seq), alpha), total))
+                out.append((seq, total / lp(len(seq), alpha, rule), total))
             else:
                 expand(seq, total)
 
@@ -327,6 +328,57 @@ def test_length_penalty_lets_a_longer_hypothesis_beat_an_early_eos():
     assert list(greedy.ids.numpy()[0, 0, :2]) == [EOS_ID, PAD_ID]
 
 
+@pytest.mark.parametrize("rule,alpha", [("gnmt", 0.6), ("average", 0.6), ("average", 0.0)])
+def test_each_length_penalty_rule_finds_the_exhaustive_best(rule, alpha):
+    # Every sequence up to length 4 over a 4-token vocabulary, ranked by hand under the
+    # rule; the EOS biases give short and long optima. alpha plays no part in "average".
+    vocab, max_lengths, seeds, eos_bias = 4, [4, 3, 4], [21, 22, 23], [0.0, 1.5, -1.0]
+    beam = required_beam(vocab, 4)  # 36: the beam holds every extension
+    model = ToyModel(vocab_size=vocab, max_decode_length=4, seed=8, scale=1.5)
+    for n_best in (1, 4):
+        result = run_beam(model, seeds, max_lengths, beam, alpha=alpha, n_best=n_best,
+                          eos_bias=eos_bias, length_penalty_rule=rule)
+        for b, (seed, max_len) in enumerate(zip(seeds, max_lengths)):
+            expected = brute_force(model, seed, eos_bias[b], max_len, alpha, rule)
+            assert_well_separated(expected, n_best)
+            check_hypotheses(result, b, expected[:n_best], 4)
+
+
+def test_average_rule_prefers_a_longer_output_and_its_early_stop_bound_waits_for_it():
+    # [EOS] first: p 0.5, score log 0.5 = -0.69 under both rules. [4, 4, 4, EOS]: log P =
+    # log(0.45 * 0.9 * 0.9 * 0.9) = -1.11; "average" -1.11 / 4 = -0.28 beats it, GNMT with
+    # alpha 0.6 (-1.11 / 1.5 ** 0.6 = -0.87) does not. After step 0 the alive [4] has
+    # log P -0.80: below [EOS]'s -0.69 at its own length, but -0.80 / 8 = -0.10 at the
+    # longest length allowed, so the exact rule must search on.
+    probs = [[0.02, 0.02, 0.01, 0.5, 0.45]]  # PAD, UNK, BOS, EOS, 4
+    probs += [[0.003, 0.003, 0.004, 0.09, 0.9]] * 2
+    probs += [[0.02, 0.02, 0.02, 0.9, 0.04]] * 5
+    model = StepTableModel(probs)
+    long_output = (4, 4, 4, EOS_ID)
+    for rule, best in (("average", long_output), ("gnmt", (EOS_ID,))):
+        expected = brute_force(model, 0, 0.0, 8, 0.6, rule)
+        assert expected[0][0] == best
+        for stopping in ("exact", "never"):
+            result = beam_search(model.step, {}, 1, 2, [8], alpha=0.6, stopping=stopping,
+                                 length_penalty_rule=rule)
+            result = tf.nest.map_structure(lambda x: x.numpy(), result)
+            check_hypotheses(result, 0, expected[:1], 8)
+    np.testing.assert_allclose(brute_force(model, 0, 0.0, 8, 0.6, "average")[0][1],
+                               math.log(0.45 * 0.9 ** 3) / 4, rtol=1e-9)
+
+
+def test_average_rule_early_stop_saves_steps_without_changing_the_result():
+    model = ToyModel(vocab_size=6, max_decode_length=30, seed=7)
+    seeds, max_lengths, eos_bias = [1, 2, 3], [30, 25, 30], [6.0, 6.0, 6.0]
+    early = run_beam(model, seeds, max_lengths, 4, eos_bias=eos_bias, n_best=2,
+                     length_penalty_rule="average")
+    late = run_beam(model, seeds, max_lengths, 4, eos_bias=eos_bias, n_best=2,
+                    length_penalty_rule="average", stopping="never")
+    assert early.num_steps < late.num_steps
+    np.testing.assert_array_equal(early.ids, late.ids)
+    np.testing.assert_array_equal(early.scores, late.scores)
+
+
 def test_k_finished_can_stop_before_the_exact_rule_and_miss_a_better_output():
     # The table of the previous test, beam 2: [EOS] finishes at step 0 and [4, EOS] at
     # step 1, so k_finished stops after 2 steps with [EOS] (score -0.69); the exact rule
@@ -514,6 +566,9 @@ def test_stateless_step_with_empty_cache():
 
 def test_length_penalty_and_tile_beams():
     np.testing.assert_allclose(length_penalty([1, 7], 0.6).numpy(), [1.0, 2.0 ** 0.6], rtol=1e-6)
+    np.testing.assert_array_equal(length_penalty([1, 7], 0.6, "average").numpy(), [1.0, 7.0])
+    with pytest.raises(ValueError, match="length penalty rule"):
+        length_penalty([1], 0.6, "fairseq")
     x = tf.reshape(tf.range(6), [2, 3])
     tiled = tile_beams(x, 2)
     assert tiled.shape == (4, 3)
@@ -529,3 +584,5 @@ def test_argument_validation():
         beam_search(model.step, cache, 1, 0, [3])
     with pytest.raises(ValueError, match="alpha"):
         beam_search(model.step, cache, 1, 2, [3], alpha=-1.0)
+    with pytest.raises(ValueError, match="length_penalty_rule"):
+        beam_search(model.step, cache, 1, 2, [3], length_penalty_rule="mean")

@@ -68,6 +68,18 @@ def test_values_render_with_units_and_thousands(tmp_path):
     assert "Commit `abc1234`, 2026-01-01." in out
 
 
+def test_sentences_are_rendered_from_the_values(tmp_path):
+    _write(tmp_path, "s", sentences=["x is {x:.2f} s,", "n is {n:,}."])
+    out = rt.render_document("<!-- results:sentences s -->\n<!-- /results -->\n", tmp_path)
+    assert "x is 1.50 s, n is 1,234. (Data: `results/s.json`.)" in out
+    _write(tmp_path, "bad", sentences=["{missing}"])
+    with pytest.raises(rt.ResultsError, match="missing"):
+        rt.render_document("<!-- results:sentences bad -->\n<!-- /results -->\n", tmp_path)
+    with pytest.raises(rt.ResultsError, match="no sentences"):
+        rt.render_document("<!-- results:sentences v -->\n<!-- /results -->\n",
+                           _write(tmp_path, "v") or tmp_path)
+
+
 def test_a_recorded_commit_is_said_to_be_one(tmp_path):
     _write(tmp_path, "r", commit_role="recorded")
     assert "recorded in `abc1234`" in rt.render_document(

@@ -40,6 +40,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    """A finite number > 0 (budgets in minutes or passes)."""
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
 # What --version names besides the package: the libraries a bug report needs.
 VERSION_OF = ("tensorflow", "keras", "tensorflow-text")
 

@@ -4,6 +4,17 @@ on the development set; resumable. See transformer_tf/jobs/variations.py for the
   python scripts/variations.py --data runs/multi30k_en_de/data --budget-minutes 12 \\
       --out runs/variations                           # all rows around the multi30k preset
   python scripts/variations.py --count-only           # parameter column at the paper's scale
+  python scripts/variations.py --plan informative --data runs/multi30k_en_de/data \
+      --out runs/table3                               # the paper's directions, with verdicts
+
+--plan informative trains the rows of INFORMATIVE_PLAN (transformer_tf/jobs/variations.py):
+groups A-E with fewer values, every row's learning rate scaled to peak at the paper's base
+model's, 3,000 steps per row, the base row with a second seed; the table ends with a
+verdict per row (reproduced, not reproduced, within the base seeds' noise). --rows,
+--max-steps, --budget-minutes and --eval-every still override it.
+
+OUT/results.json is the study in the results/ format (results/README.md): copy it to
+results/table3/ to render it in the docs.
 
 --model-option and --training-option change the base before the rows are derived from it
 (e.g. a smaller batch and a shorter warm-up so that a short budget is not spent in the
@@ -11,13 +22,14 @@ warm-up); a study directory remembers its settings and refuses to resume with ot
 """
 import argparse
 import logging
+import shlex
 import sys
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
-from transformer_tf.jobs.variations import ROW_GROUPS
+from transformer_tf.jobs.variations import INFORMATIVE_PLAN, PLANS, ROW_GROUPS
 from transformer_tf.presets import PRESET_NAMES
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
@@ -30,8 +42,12 @@ def main(argv=None):
     parser.add_argument("--out", help="study directory: rows/, variations.md, variations.json")
     parser.add_argument("--base", default="multi30k", choices=PRESET_NAMES,
                         help="Transformer preset the rows vary around (default multi30k)")
-    parser.add_argument("--rows", default=",".join(ROW_GROUPS),
-                        help=f"comma-separated groups of {','.join(ROW_GROUPS)} (default all)")
+    parser.add_argument("--plan", default="full", choices=PLANS,
+                        help="full: the paper's rows, scaled; informative: fewer rows at the "
+                             "base model's peak rate, two base seeds, verdicts (default full)")
+    parser.add_argument("--rows",
+                        help=f"comma-separated groups of {','.join(ROW_GROUPS)} (default all "
+                             "of the plan)")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget-minutes", type=float, help="training minutes per row")
     budget.add_argument("--max-steps", type=positive_int, help="training steps per row")
@@ -39,7 +55,8 @@ def main(argv=None):
                              "num_layers=2 (repeatable)",
                      "training change shared by every row, e.g. tokens_per_batch=2048 "
                      "(repeatable)")
-    parser.add_argument("--eval-every", type=positive_int, default=500)
+    parser.add_argument("--eval-every", type=positive_int,
+                        help="steps between validations (default 500; informative plan 250)")
     add_precision_flag(parser)
     parser.add_argument("--count-only", action="store_true",
                         help="print the parameter column at the paper's scale and exit")
@@ -47,7 +64,9 @@ def main(argv=None):
     console.add_verbose_flag(parser)
     add_version_flag(parser)
     args = parser.parse_args(argv)
-    groups = tuple(g for g in args.rows.split(",") if g)
+    plan = INFORMATIVE_PLAN if args.plan == "informative" else {}
+    rows = args.rows or ",".join(plan.get("groups", ROW_GROUPS))
+    groups = tuple(g for g in rows.split(",") if g)
     unknown = sorted(set(groups) - set(ROW_GROUPS))
     if unknown:
         parser.error(f"--rows: unknown group(s) {unknown}; choose from {','.join(ROW_GROUPS)}")
@@ -55,10 +74,12 @@ def main(argv=None):
     if not args.count_only:
         prefer_onednn_for_training()
     with console.session(args.verbose):
-        return run_command(_run, parser, args, groups, verbose=args.verbose)
+        command = " ".join(["transformer-tf-variations",
+                            *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+        return run_command(_run, parser, args, groups, command, verbose=args.verbose)
 
 
-def _run(parser, args, groups) -> int:
+def _run(parser, args, groups, command) -> int:
     from transformer_tf.jobs.variations import (
         StudyMismatch,
         StudyOptions,
@@ -72,15 +93,22 @@ def _run(parser, args, groups) -> int:
         return 0
     if not args.data or not args.out:
         parser.error("--data and --out are needed (or --count-only)")
-    if args.budget_minutes is None and args.max_steps is None:
-        parser.error("give --budget-minutes or --max-steps")
+    plan = INFORMATIVE_PLAN if args.plan == "informative" else {}
+    max_steps = args.max_steps
+    if args.budget_minutes is None and max_steps is None:
+        if "max_steps" not in plan:
+            parser.error("give --budget-minutes or --max-steps")
+        max_steps = plan["max_steps"]
     model_overrides, training_overrides = resolve_option_flags(parser, args)
     options = StudyOptions(data_dir=args.data, out_dir=args.out, base_preset=args.base,
                            groups=groups, budget_minutes=args.budget_minutes,
-                           max_steps=args.max_steps, eval_every=args.eval_every,
+                           max_steps=max_steps,
+                           eval_every=args.eval_every or plan.get("eval_every", 500),
+                           plan=args.plan, peak_learning_rate=plan.get("peak_learning_rate"),
+                           extra_base_seeds=plan.get("extra_base_seeds", ()),
                            precision=args.precision, verbose=0 if args.quiet else 1,
                            model_overrides=model_overrides,
-                           training_overrides=training_overrides)
+                           training_overrides=training_overrides, command=command)
     try:
         run_study(options)
     except StudyMismatch as error:

@@ -91,14 +91,14 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
         model, source_ids, beam_size=decoding.beam_size, alpha=decoding.alpha, n_best=n_best,
         max_lengths=max_lengths, cache_length=None,
         forbidden_ids=sorted({PAD_ID, BOS_ID, *forbidden_ids}), constraint=constraint,
-        stopping=decoding.stopping, encoded=encoded)
+        stopping=decoding.stopping, encoded=encoded, length_penalty=decoding.length_penalty)
 
 
 def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_best: int,
                         max_lengths, cache_length, max_decode_length: int | None = None,
                         forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID),
                         constraint=None, stopping: str = "exact",
-                        encoded=None) -> SearchResult:
+                        encoded=None, length_penalty: str = "gnmt") -> SearchResult:
     """The search with explicit length limits, for callers that need control over them
     (benchmarks fix the output length: EOS in `forbidden_ids`, static lengths for XLA).
 
@@ -118,6 +118,7 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
         dimension) rides in the beams' cache, so it is reordered with them.
       stopping: the beam search's stopping rule (`decoding.search.STOPPING_RULES`).
       encoded: `model.encode(source_ids)` when the caller has it (None: encoded here).
+      length_penalty: the rule of the finished scores (`DecodingConfig.length_penalty`).
     """
     batch_size = tf.shape(source_ids)[0]
     if encoded is None:
@@ -155,6 +156,7 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
         return greedy_search(step_fn, initial, batch_size, max_lengths, **common)
     return beam_search(step_fn, initial, batch_size, beam_size, max_lengths,
                        alpha=alpha if beam_size > 1 else 0.0, n_best=n_best, stopping=stopping,
+                       length_penalty_rule=length_penalty if beam_size > 1 else "gnmt",
                        sentence_cache=state.per_sentence if compact else None,
                        compact=compact, **common)
 
@@ -293,7 +295,8 @@ def xla_chunk_search(model, decoding: DecodingConfig, n_best: int = 1,
             max_lengths=tf.minimum(source_lengths(ids) + decoding.max_extra_length,
                                    model.max_target_length),
             cache_length=width, max_decode_length=width, forbidden_ids=forbidden_ids,
-            constraint=constraint, stopping=decoding.stopping)
+            constraint=constraint, stopping=decoding.stopping,
+            length_penalty=decoding.length_penalty)
 
     return compiled_search
 

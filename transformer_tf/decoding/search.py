@@ -44,15 +44,19 @@ Python reference):
   flattened beam x vocabulary, ties to the lower index; `top_k.top_k_by_groups`). Kept
   extensions ending in EOS, and at the sentence's last allowed position all kept
   extensions, become finished with score
-  log P / lp(length), lp(n) = ((5 + n) / 6) ** alpha (GNMT; `length` counts the EOS); the
-  others stay alive. The `n_best` best finished hypotheses are kept. A sentence is done
+  log P / lp(length) (`length` counts the EOS), by the `length_penalty` rule:
+  lp(n) = ((5 + n) / 6) ** alpha ("gnmt", GNMT's) or lp(n) = n ("average": the mean
+  log-probability per token, ConvS2S's and fairseq's); the others stay alive. The `n_best` best finished hypotheses are kept. A sentence is done
   when it reaches its maximum length, when it has no alive hypothesis left, or earlier by
   the `stopping` rule:
 
     "exact": when its n_best-th finished score is at least the best score any alive
-      hypothesis could still reach, max(alive log P) / lp(max_lengths[b])
-      (log-probabilities only decrease and lp only grows when alpha >= 0, so this bound
-      never changes the result, up to exact ties; tensor2tensor's rule);
+      hypothesis could still reach, max(alive log P) / lp(max_lengths[b]). Under both
+      rules lp is positive and never decreases with n (for "gnmt" since alpha >= 0), and
+      log P <= 0 only decreases as a hypothesis grows, so an alive hypothesis finishing
+      at any length n <= max_lengths[b] scores at most log P / lp(n) <= log P /
+      lp(max_lengths[b]): the bound never changes the result, up to exact ties
+      (tensor2tensor's rule);
     "k_finished": once beam_size of its hypotheses have finished (fairseq's and
       CTranslate2's rule). Faster, since the exact bound divides by the penalty of the
       longest output allowed and so keeps searching long after the best output ended; a
@@ -79,12 +83,19 @@ leave. The results are the same.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
-from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, STOPPING_RULES
+from transformer_tf.config import (
+    BOS_ID,
+    EOS_ID,
+    LENGTH_PENALTIES,
+    PAD_ID,
+    STOPPING_RULES,
+)
 from transformer_tf.decoding.top_k import top_k_by_groups
 
 StepFn = Callable[[tf.Tensor, tf.Tensor, Any], "tuple[tf.Tensor, Any]"]
@@ -144,8 +155,14 @@ def check_n_best(n_best, beam_size: int) -> None:
         raise ValueError(f"n_best must be an integer in [1, beam_size={beam_size}], got {n_best!r}")
 
 
-def length_penalty(lengths, alpha) -> tf.Tensor:
-    """GNMT length penalty ((5 + lengths) / 6) ** alpha, float32, shape of `lengths`."""
+def length_penalty(lengths, alpha, rule: str = "gnmt") -> tf.Tensor:
+    """The divisor lp(lengths) of a finished hypothesis's log P, float32, shape of
+    `lengths`: ((5 + lengths) / 6) ** alpha for rule "gnmt", lengths for "average"
+    (alpha unused). Both are >= 1 for lengths >= 1 and never decrease with the length."""
+    if rule not in LENGTH_PENALTIES:
+        raise ValueError(f"length penalty rule must be one of {LENGTH_PENALTIES}, got {rule!r}")
+    if rule == "average":
+        return tf.cast(lengths, tf.float32)
     lengths = tf.cast(lengths, tf.float32)
     return tf.pow((5.0 + lengths) / 6.0, tf.cast(alpha, tf.float32))
 
@@ -312,8 +329,9 @@ def beam_search(
     cache_grows: bool = False,
     sentence_cache=None,
     compact: bool = False,
+    length_penalty_rule: str = "gnmt",
 ) -> SearchResult:
-    """Beam search with the GNMT length penalty; see the module doc for the exact rules.
+    """Beam search with a length penalty; see the module doc for the exact rules.
 
     Args:
       step_fn: `step_fn(ids [B*K], step, cache) -> (scores [B*K, V], cache)`; row
@@ -343,6 +361,8 @@ def beam_search(
         fourth argument with one row per sentence still in the batch ([A, ...], never
         tiled: beam rows b * K ... b * K + K - 1 belong to its row b), never reordered.
       compact: drop done sentences from the batch (see the module doc; not under XLA).
+      length_penalty_rule: lp of the finished scores, one of LENGTH_PENALTIES: "gnmt"
+        (((5 + n) / 6) ** alpha) or "average" (n; alpha unused); see `length_penalty`.
 
     Returns:
       A `SearchResult`: ids [B, n_best, L], scores [B, n_best] (log P / lp(length)),
@@ -353,12 +373,16 @@ def beam_search(
     check_n_best(n_best, beam_size)
     if stopping not in STOPPING_RULES:
         raise ValueError(f"stopping must be one of {STOPPING_RULES}, got {stopping!r}")
+    if length_penalty_rule not in LENGTH_PENALTIES:
+        raise ValueError(f"length_penalty_rule must be one of {LENGTH_PENALTIES}, got "
+                         f"{length_penalty_rule!r}")
     if isinstance(alpha, (int, float)) and alpha < 0:
         raise ValueError(f"alpha must be non-negative (the early-stopping bound needs it), got {alpha}")
     k, n = int(beam_size), int(n_best)
     max_lengths, max_len = _resolve_max_lengths(max_lengths, batch_size, max_decode_length)
     alpha = tf.cast(alpha, tf.float32)
     positions = tf.range(max_len)
+    penalty = functools.partial(length_penalty, alpha=alpha, rule=length_penalty_rule)
     call_step = step_fn if sentence_cache is not None else (
         lambda ids, step, cache, _: step_fn(ids, step, cache))
 
@@ -385,7 +409,7 @@ def beam_search(
         at_max = length >= state.max_lengths  # [A]
         finishing = (token == eos_id) | at_max[:, None]  # [A, K]
         candidate_score = tf.where(
-            finishing, top_log_prob / length_penalty(length, alpha), _NEG_INF)
+            finishing, top_log_prob / penalty(length), _NEG_INF)
 
         # Merge the new finished candidates into the n best so far (old ones win ties).
         old = state.finished
@@ -406,7 +430,7 @@ def beam_search(
         num_finished = state.num_finished + tf.reduce_sum(tf.cast(newly_finished, tf.int32), 1)
         done = done | at_max | no_alive
         if stopping == "exact":
-            max_length_penalty = length_penalty(state.max_lengths, alpha)
+            max_length_penalty = penalty(state.max_lengths)
             done = done | (finished.score[:, n - 1] >= best_alive / max_length_penalty)
         elif stopping == "k_finished":
             done = done | (num_finished >= k)

@@ -10,8 +10,9 @@ pair of marker comments; whatever lies between them is replaced by the rendering
 
 Kinds: `summary FILE...` (one row per file: what, figure, command, machine, date,
 commit), `table FILE` (the file's rows, then where they come from), `values FILE` (the
-file's named values with their units, then where they come from). FILE is a path under
-`results/` without `.json`.
+file's named values with their units, then where they come from), `sentences FILE` (the
+file's `sentences`, format strings over its values, as one paragraph: a finding stated
+in words stays true to the numbers). FILE is a path under `results/` without `.json`.
 
 `render_document(text, results_dir)` returns the document with every marked table
 rendered; `check` and `write` apply it to files. No TensorFlow here: this runs in the
@@ -29,7 +30,7 @@ MARKER = re.compile(
     r"(?P<body>.*?)"
     r"(?P<close><!-- /results -->)", re.DOTALL)
 
-KINDS = ("summary", "table", "values")
+KINDS = ("summary", "table", "values", "sentences")
 
 
 class ResultsError(ValueError):
@@ -128,6 +129,17 @@ def render_values(results_dir: pathlib.Path, name: str) -> list[str]:
             + ["", provenance(name, data)])
 
 
+def render_sentences(results_dir: pathlib.Path, name: str) -> list[str]:
+    data = load(results_dir, name)
+    if not data.get("sentences"):
+        raise ResultsError(f"results/{name}.json has no sentences to render")
+    try:
+        text = " ".join(sentence.format(**data["values"]) for sentence in data["sentences"])
+    except (KeyError, IndexError, ValueError) as error:
+        raise ResultsError(f"results/{name}.json sentences: {error}") from None
+    return [f"{text} (Data: `results/{name}.json`.)"]
+
+
 def render_block(kind: str, args: list[str], results_dir: pathlib.Path) -> str:
     if kind not in KINDS:
         raise ResultsError(f"unknown results kind {kind!r} (known: {', '.join(KINDS)})")
@@ -137,8 +149,10 @@ def render_block(kind: str, args: list[str], results_dir: pathlib.Path) -> str:
         lines = render_summary(results_dir, args)
     elif kind == "table":
         lines = render_table(results_dir, args[0])
-    else:
+    elif kind == "values":
         lines = render_values(results_dir, args[0])
+    else:
+        lines = render_sentences(results_dir, args[0])
     return "\n".join(lines) + "\n"
 
 

@@ -41,7 +41,7 @@ from transformer_tf.jobs.parse_job import (
     parse_and_score,
     prepare_or_reuse,
 )
-from transformer_tf.jobs.recipe_study import _commit, machine_description
+from transformer_tf.jobs.recipe_study import current_commit, machine_description
 from transformer_tf.presets import get_preset
 from transformer_tf.training.live_objects import set_aside_live_objects
 
@@ -224,7 +224,7 @@ def results_document(finished: dict, options: AblationOptions, started: dict,
 def _read_finished(path: pathlib.Path, options: AblationOptions) -> tuple[dict, dict]:
     """({row key: result} of the rows an earlier run finished, its provenance); a file
     without finished rows (a plan) is started afresh, with any settings."""
-    started = {"commit": _commit(), "machine": machine_description(),
+    started = {"commit": current_commit(), "machine": machine_description(),
                "date": datetime.date.today().isoformat()}
     if not path.exists():
         return {}, started

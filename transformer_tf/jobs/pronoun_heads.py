@@ -30,7 +30,7 @@ from transformer_tf.evaluation.pronoun_heads import (
     positional_baseline,
     strongest_other_word,
 )
-from transformer_tf.jobs.recipe_study import _commit, machine_description
+from transformer_tf.jobs.recipe_study import current_commit, machine_description
 
 COLUMNS = [{"key": "layer", "label": "layer"}, {"key": "head", "label": "head"},
            {"key": "share", "label": "share to the antecedent", "format": "{:.3f}"},
@@ -157,7 +157,7 @@ def measure(options: PronounHeadsOptions) -> dict:
                  f"against the best fixed offset; {measured_on}"),
         "title": "Pronoun heads: encoder self-attention to the antecedent",
         "command": options.command, "short_command": "python scripts/pronoun_heads.py ...",
-        "commit": _commit(), "commit_role": "measured", "machine": machine_description(),
+        "commit": current_commit(), "commit_role": "measured", "machine": machine_description(),
         "date": datetime.date.today().isoformat(),
         "source": "this file, written by transformer_tf/jobs/pronoun_heads.py",
         "values": values, "units": {}, "headline": headline,

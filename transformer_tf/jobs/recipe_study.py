@@ -121,7 +121,8 @@ def machine_description() -> str:
             f"{', '.join(shown) or 'none of AVX2/AVX-512'}")
 
 
-def _commit() -> str:
+def current_commit() -> str:
+    """The short hash of HEAD, or "unknown" outside a git checkout."""
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, check=True).stdout.strip()
@@ -161,7 +162,7 @@ def results_document(rows: list[dict], options: RecipeStudyOptions, started: dic
 
 def _read_rows(path: pathlib.Path, options: RecipeStudyOptions) -> tuple[list[dict], dict]:
     """The rows and provenance of an earlier, interrupted study in `path` (none: [])."""
-    started = {"commit": _commit(), "machine": machine_description(),
+    started = {"commit": current_commit(), "machine": machine_description(),
                "date": datetime.date.today().isoformat()}
     if not path.exists():
         return [], started

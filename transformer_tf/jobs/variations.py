@@ -15,11 +15,25 @@ every row is scaled by the same rule, relative to the base's own values:
     E  learned positions instead of sinusoids
     big  d_model, d_ff and h doubled, P_drop + 0.2           (paper: 1024, 4096, 16, 0.3)
 
+The "informative" plan (`plan="informative"`, `INFORMATIVE_PLAN`) is a smaller set that
+shows the paper's directions on a CPU in a day rather than weeks:
+
+    A  h in {1, 2h} at equal compute (d_k = d_v = d_model / h)
+    B  d_k / 2
+    C  N in {N - 1, N + 1}; d_model in {d/2, 2d} (d_k = d_v = d_model / h)
+    D  P_drop in {0, P_drop + 0.1}; eps_ls in {0, 2 eps_ls}
+    E  learned positions
+
 Every row trains with the same data, batch, schedule and budget (minutes or steps), and is
 scored on the development set as the paper did for this table: perplexity per target BPE
-token and BLEU with beam 4, alpha 0.6, the final checkpoint (no averaging). The study
-resumes: a finished row is not retrained, a killed row continues from its last checkpoint
-with what is left of its budget.
+token and BLEU with beam 4, alpha 0.6, the final checkpoint (no averaging). With
+`peak_learning_rate` every row's rate is scaled so that its schedule peaks there (the
+paper's base model peaks at 6.99e-4; a narrow model's d_model^-0.5 would otherwise push
+its peak several times higher, into post-norm instability). `extra_base_seeds` trains
+the base row again with other seeds: the spread of their perplexities is the noise a
+row's difference must exceed (`verdict`). The study resumes: a finished row is not
+retrained, a killed row continues from its last checkpoint with what is left of its
+budget.
 """
 from __future__ import annotations
 
@@ -33,11 +47,22 @@ from typing import Callable
 from transformer_tf.config import ModelConfig
 from transformer_tf.presets import get_preset
 from transformer_tf.training.live_objects import set_aside_live_objects
+from transformer_tf.training.schedule import peak_learning_rate, scale_for_peak
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
+PLANS = ("full", "informative")
+# The paper's base model (d_model 512, warm-up 4000) at its peak: the rate every row of
+# the informative plan peaks at.
+PAPER_BASE_PEAK = peak_learning_rate(512, 4000)
+# The informative plan's settings (docs/variations.md says how the steps were estimated).
+INFORMATIVE_PLAN = {"groups": ("A", "B", "C", "D", "E"), "max_steps": 3000,
+                    "eval_every": 250, "peak_learning_rate": PAPER_BASE_PEAK,
+                    "extra_base_seeds": (2,)}
 RESULTS_JSON = "variations.json"
 STUDY_FILE = "study.json"
 RESULTS_MD = "variations.md"
+RESULTS_FILE = "results.json"  # the results/ format (results/README.md), for the docs
+PROVENANCE = "provenance.json"  # commit, machine and date of the study's first run
 ROW_RESULT = "result.json"
 
 # Table 3's parameter column (x 10^6) where the paper gives one; rows without a figure
@@ -58,6 +83,7 @@ class Row:
     group: str
     model: ModelConfig
     label_smoothing: float
+    seed: int | None = None  # None: the preset's
 
     @property
     def directory_name(self) -> str:
@@ -69,8 +95,14 @@ def _positive_int(value: float) -> int:
     return max(1, int(round(value)))
 
 
-def define_rows(base: ModelConfig, label_smoothing: float, groups=ROW_GROUPS) -> list[Row]:
-    """The base row and the rows of `groups` around `base` (the rule of the module doc)."""
+def define_rows(base: ModelConfig, label_smoothing: float, groups=ROW_GROUPS,
+                plan: str = "full") -> list[Row]:
+    """The base row and the rows of `groups` around `base` (the rules of the module doc:
+    `plan` "full" or "informative")."""
+    if plan not in PLANS:
+        raise ValueError(f"plan: expected one of {PLANS}, got {plan!r}")
+    if plan == "informative":
+        return _informative_rows(base.resolved(), label_smoothing, groups)
     base = base.resolved()
     h, d, d_ff, n = base.num_heads, base.d_model, base.d_ff, base.num_layers
     rows = [Row("base", "base", base, label_smoothing)]
@@ -108,6 +140,48 @@ def define_rows(base: ModelConfig, label_smoothing: float, groups=ROW_GROUPS) ->
         add("big", "big", d_model=2 * d, d_ff=2 * d_ff, num_heads=2 * h, key_dim=base.key_dim,
             value_dim=base.value_dim, dropout=min(0.9, round(base.dropout + 0.2, 3)))
     return rows
+
+
+def _informative_rows(base: ModelConfig, label_smoothing: float, groups) -> list[Row]:
+    h, d, n = base.num_heads, base.d_model, base.num_layers
+    rows = [Row("base", "base", base, label_smoothing)]
+
+    def add(name, group, smoothing=label_smoothing, **changes):
+        rows.append(Row(name, group, base.replace(**changes).resolved(), smoothing))
+
+    if "A" in groups:
+        for count in (1, 2 * h):
+            if count != h and d % count == 0:
+                add(f"A: h={count}", "A", num_heads=count, key_dim=d // count,
+                    value_dim=d // count)
+    if "B" in groups:
+        add(f"B: d_k={base.key_dim // 2}", "B", key_dim=max(1, base.key_dim // 2))
+    if "C" in groups:
+        for layers in (n - 1, n + 1):
+            if layers >= 1:
+                add(f"C: N={layers}", "C", num_layers=layers, num_decoder_layers=layers)
+        for width in (d // 2, 2 * d):
+            add(f"C: d_model={width}", "C", d_model=width, key_dim=width // h,
+                value_dim=width // h)
+    if "D" in groups:
+        for dropout in (0.0, min(0.9, round(base.dropout + 0.1, 3))):
+            add(f"D: P_drop={dropout}", "D", dropout=dropout)
+        for smoothing in (0.0, min(0.9, round(2 * label_smoothing, 3))):
+            add(f"D: eps_ls={smoothing}", "D", smoothing=smoothing)
+    if "E" in groups:
+        add("E: learned positions", "E", position_encoding="learned")
+    if "big" in groups:
+        raise ValueError("the informative plan has no big row (its budget would not let "
+                         "it train); use the full plan for it")
+    return rows
+
+
+def with_base_seeds(rows: list[Row], seeds) -> list[Row]:
+    """`rows` with the base row trained again for each of `seeds` (after the base row):
+    rows named "base, seed S", group "base"."""
+    extra = [dataclasses.replace(rows[0], name=f"base, seed {seed}", seed=seed)
+             for seed in seeds]
+    return rows[:1] + extra + rows[1:]
 
 
 def parameter_count(config: ModelConfig) -> int:
@@ -151,6 +225,127 @@ def count_rows(groups=ROW_GROUPS) -> list[dict]:
     return table
 
 
+# ------------------------------------------------------------------------ the columns, verdicts
+def perplexity(nll: float) -> float:
+    """Perplexity from the mean negative log-likelihood in nats per target token:
+    exp(nll) (e.g. ln 4 nats per token: perplexity 4)."""
+    return math.exp(nll)
+
+
+def flattening_step(points, tolerance: float = 0.01) -> int | None:
+    """The first evaluated step from which the dev loss has flattened: every later loss
+    is at least (1 - tolerance) x its loss, i.e. it improves by less than `tolerance`
+    (relative) for the rest of the run. `points`: [(step, dev NLL)] in step order.
+    None when no point has a later one (nothing can be said) or none qualifies."""
+    points = sorted(points)
+    for index, (step, loss) in enumerate(points[:-1]):
+        if min(later for _, later in points[index + 1:]) >= (1.0 - tolerance) * loss:
+            return step
+    return None
+
+
+# The paper's direction of each kind of change, in dev perplexity (Table 3), relative to
+# its base (4.92): "higher", "lower" or "same" (within 0.05, the table's rounding noise).
+PAPER_DIRECTIONS = {
+    "A: fewer heads": ("higher", "h=1: 5.29, h=4: 5.00"),
+    "A: more heads": ("same", "h=16: 4.91"),
+    "B: smaller d_k": ("higher", "d_k=16: 5.16, d_k=32: 5.01"),
+    "C: fewer layers": ("higher", "N=2: 6.11, N=4: 5.19"),
+    "C: more layers": ("lower", "N=8: 4.88"),
+    "C: narrower": ("higher", "d_model=256: 5.75"),
+    "C: wider": ("lower", "d_model=1024: 4.66"),
+    "C: smaller d_ff": ("higher", "d_ff=1024: 5.12"),
+    "C: larger d_ff": ("lower", "d_ff=4096: 4.75"),
+    "D: no dropout": ("higher", "P_drop=0.0: 5.77"),
+    "D: more dropout": ("same", "P_drop=0.2: 4.95"),
+    "D: no label smoothing": ("lower", "eps_ls=0.0: 4.67"),
+    "D: more label smoothing": ("higher", "eps_ls=0.2: 5.47"),
+    "E: learned positions": ("same", "4.92"),
+    "big": ("lower", "4.33"),
+}
+
+
+def change_kind(row: dict, base: dict) -> str | None:
+    """The PAPER_DIRECTIONS key of a result row against the base row's result (None for
+    a base row)."""
+    m, b = row["model"], base["model"]
+    if row["group"] == "base":
+        return None
+    if row["group"] == "big":
+        return "big"
+    if row["group"] == "E":
+        return "E: learned positions"
+    if row["group"] == "A":
+        return "A: fewer heads" if m["num_heads"] < b["num_heads"] else "A: more heads"
+    if row["group"] == "B":
+        return "B: smaller d_k"
+    if row["group"] == "C":
+        for key, less, more in (("num_layers", "fewer layers", "more layers"),
+                                ("d_model", "narrower", "wider"),
+                                ("d_ff", "smaller d_ff", "larger d_ff")):
+            if m[key] != b[key]:
+                return f"C: {less if m[key] < b[key] else more}"
+    if m["dropout"] != b["dropout"]:
+        return "D: no dropout" if m["dropout"] == 0 else "D: more dropout"
+    return ("D: no label smoothing" if row["label_smoothing"] == 0
+            else "D: more label smoothing")
+
+
+def verdict(difference: float, noise: float, paper_direction: str) -> str:
+    """Whether a row's dev perplexity difference from the base (row - base) shows the
+    paper's direction: "reproduced", "not reproduced" or "within noise".
+
+    `noise` is the base row's seed spread (max - min perplexity over its seeds). A
+    difference of at most `noise` is "within noise" when the paper saw a change, and
+    "reproduced" when the paper saw none ("same"); a larger one is "reproduced" when its
+    sign is the paper's and "not reproduced" otherwise (for "same", any)."""
+    if paper_direction not in ("higher", "lower", "same"):
+        raise ValueError(f"paper_direction: expected higher, lower or same, got "
+                         f"{paper_direction!r}")
+    if abs(difference) <= noise:
+        return "reproduced" if paper_direction == "same" else "within noise"
+    if paper_direction == "same":
+        return "not reproduced"
+    return "reproduced" if (difference > 0) == (paper_direction == "higher") else "not reproduced"
+
+
+def verdicts(results: list[dict]) -> dict:
+    """{"base_perplexity", "noise", "base_seeds", "rows": [{row, kind, paper_direction,
+    paper, difference, verdict}]}: every row against the mean of the base rows, with
+    their spread as the noise (0 with one base row: then every difference counts)."""
+    bases = [r for r in results if r["group"] == "base"]
+    if not bases:
+        return {"rows": []}
+    base_ppl = [r["dev_perplexity"] for r in bases]
+    mean = sum(base_ppl) / len(base_ppl)
+    noise = max(base_ppl) - min(base_ppl)
+    rows = []
+    for r in results:
+        kind = change_kind(r, bases[0])
+        if kind is None:
+            continue
+        direction, paper = PAPER_DIRECTIONS[kind]
+        difference = r["dev_perplexity"] - mean
+        rows.append({"row": r["row"], "kind": kind, "paper_direction": direction,
+                     "paper": paper, "difference": difference,
+                     "verdict": verdict(difference, noise, direction)})
+    return {"base_perplexity": mean, "noise": noise, "base_seeds": len(bases), "rows": rows}
+
+
+def format_verdicts(summary: dict) -> str:
+    if not summary["rows"]:
+        return ""
+    lines = ["", (f"Base dev PPL {summary['base_perplexity']:.2f} (mean of "
+                  f"{summary['base_seeds']} seed(s); spread {summary['noise']:.2f}, the "
+                  "noise)."),
+             "", ("| row | change | paper (PPL, base 4.92) | paper direction | ours - base | "
+                  "verdict |"), "| --- | --- | --- | --- | ---: | --- |"]
+    for v in summary["rows"]:
+        lines.append(f"| {v['row']} | {v['kind']} | {v['paper']} | {v['paper_direction']} | "
+                     f"{v['difference']:+.2f} | {v['verdict']} |")
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------------ running the study
 @dataclasses.dataclass
 class StudyOptions:
@@ -167,13 +362,26 @@ class StudyOptions:
     # and training changes every row shares (TrainingConfig fields, e.g. a smaller batch).
     model_overrides: dict = dataclasses.field(default_factory=dict)
     training_overrides: dict = dataclasses.field(default_factory=dict)
+    plan: str = "full"
+    # None: the preset's schedule; else every row's rate scaled to peak here.
+    peak_learning_rate: float | None = None
+    extra_base_seeds: tuple = ()
+    command: str = "transformer-tf-variations"  # recorded in results.json
 
     def defining_fields(self) -> dict:
-        """What a study's results depend on; a resumed study must not change any of it."""
-        return {"base_preset": self.base_preset, "budget_minutes": self.budget_minutes,
-                "max_steps": self.max_steps, "model_overrides": dict(self.model_overrides),
-                "training_overrides": dict(self.training_overrides),
-                "data_dir": str(pathlib.Path(self.data_dir).resolve())}
+        """What a study's results depend on; a resumed study must not change any of it.
+        (The plan's fields only when set, so studies begun before they existed resume.)"""
+        fields = {"base_preset": self.base_preset, "budget_minutes": self.budget_minutes,
+                  "max_steps": self.max_steps, "model_overrides": dict(self.model_overrides),
+                  "training_overrides": dict(self.training_overrides),
+                  "data_dir": str(pathlib.Path(self.data_dir).resolve())}
+        if self.plan != "full":
+            fields["plan"] = self.plan
+        if self.peak_learning_rate is not None:
+            fields["peak_learning_rate"] = self.peak_learning_rate
+        if self.extra_base_seeds:
+            fields["extra_base_seeds"] = list(self.extra_base_seeds)
+        return fields
 
 
 class StudyMismatch(ValueError):
@@ -221,6 +429,21 @@ def _row_budget_left(row_dir: pathlib.Path, options: StudyOptions) -> float | No
     return max(0.0, options.budget_minutes - checkpoints.trained_seconds(newest) / 60.0)
 
 
+def row_training_overrides(row: Row, options: StudyOptions) -> dict:
+    """The TrainingConfig changes a row trains with: the study's, the row's label
+    smoothing and seed, and with `peak_learning_rate` the scale that makes the row's
+    schedule (its d_model, the study's warm-up) peak there."""
+    changes = {**options.training_overrides, "label_smoothing": row.label_smoothing}
+    if row.seed is not None:
+        changes["seed"] = row.seed
+    if options.peak_learning_rate is not None:
+        warmup = changes.get("warmup_steps",
+                             get_preset(options.base_preset).training.warmup_steps)
+        changes["learning_rate_scale"] = scale_for_peak(row.model.d_model, warmup,
+                                                        options.peak_learning_rate)
+    return changes
+
+
 def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_left):
     """Train (or resume) one row; `train` counts the row's budget across resumptions, so
     `minutes_left` is only shown, not passed."""
@@ -232,8 +455,7 @@ def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_l
     return train(TrainOptions(
         data_dir=options.data_dir, model_dir=str(row_dir / "model"), preset=options.base_preset,
         model_overrides=model_changes,
-        training_overrides={**options.training_overrides,
-                            "label_smoothing": row.label_smoothing},
+        training_overrides=row_training_overrides(row, options),
         max_steps=options.max_steps, max_minutes=options.budget_minutes,
         eval_every=options.eval_every, precision=options.precision, verbose=options.verbose))
 
@@ -248,15 +470,23 @@ def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, second
     score = score_on_dev("latest", model_dir, latest, load_prepared(options.data_dir),
                          beam_size=4, alpha=0.6)
     steps = checkpoints.checkpoint_step(latest)
-    tokens_per_s = _median_logged(model_dir / "logs" / "train", "target_tokens_per_second")
+    tokens_per_s = median_logged_scalar(model_dir / "logs" / "train", "target_tokens_per_second")
+    from transformer_tf.rundir.validation_log import read_validation_log
+
+    records = read_validation_log(model_dir)
     return {"row": row.name, "group": row.group, "model": row.model.get_config(),
+            "seed": row.seed,
+            "dev_nll_flattened_at_step": flattening_step(
+                [(r.step, r.dev_nll) for r in records]),
             "label_smoothing": row.label_smoothing, "parameters": parameter_count(row.model),
-            "steps": steps, "dev_perplexity": math.exp(score.nll), "dev_bleu": score.bleu,
+            "steps": steps, "dev_perplexity": perplexity(score.nll), "dev_bleu": score.bleu,
             "target_tokens_per_second": tokens_per_s, "train_seconds": round(seconds, 1),
             "checkpoint": score.checkpoint}
 
 
-def _median_logged(logdir: pathlib.Path, tag: str) -> float | None:
+def median_logged_scalar(logdir: pathlib.Path, tag: str) -> float | None:
+    """The median of a TensorBoard scalar `tag` over the event files of `logdir` (None
+    when never logged), e.g. target_tokens_per_second under MDIR/logs/train."""
     import statistics
 
     import tensorflow as tf
@@ -289,7 +519,8 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
 
     base_model, base_smoothing = base_of_study(options,
                                                load_prepared(options.data_dir).vocab_size)
-    rows = define_rows(base_model, base_smoothing, options.groups)
+    rows = with_base_seeds(define_rows(base_model, base_smoothing, options.groups,
+                                       options.plan), options.extra_base_seeds)
     out = pathlib.Path(options.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_same_study(out, options)
@@ -347,14 +578,95 @@ def format_table(results: list[dict], options: StudyOptions | None = None) -> st
         changes = f" changed by {'; '.join(parts)}" if parts else ""
         lines += ["", f"Base preset `{options.base_preset}`{changes}, {budget} per row, dev "
                       "set, beam 4, alpha 0.6, final checkpoint (no averaging). Rows scaled "
-                      "around the base as in transformer_tf/jobs/variations.py."]
+                      f"around the base as in transformer_tf/jobs/variations.py ({options.plan} "
+                      "plan)."
+                  + ("" if options.peak_learning_rate is None else
+                     f" Every row's learning rate peaks at {options.peak_learning_rate:.3g}.")]
     return "\n".join(lines) + "\n"
 
 
+RESULT_COLUMNS = [
+    {"key": "row", "label": "row"}, {"key": "N", "label": "N"},
+    {"key": "d_model", "label": "d_model"}, {"key": "h", "label": "h"},
+    {"key": "d_k", "label": "d_k"}, {"key": "P_drop", "label": "P_drop"},
+    {"key": "eps_ls", "label": "eps_ls"}, {"key": "positions", "label": "positions"},
+    {"key": "steps", "label": "steps", "format": "{:,}"},
+    {"key": "dev_perplexity", "label": "dev PPL", "format": "{:.2f}"},
+    {"key": "dev_bleu", "label": "dev BLEU", "format": "{:.2f}"},
+    {"key": "flattened_at", "label": "dev NLL flat from step", "format": "{:,}"},
+    {"key": "paper", "label": "paper (PPL, base 4.92)"},
+    {"key": "verdict", "label": "direction"},
+]
+
+
+def results_document(results: list[dict], options: StudyOptions, provenance: dict) -> dict:
+    """The study in the results/ format (results/README.md): a row per trained row with
+    its verdict, the base rows' mean and spread, and sentences counting the verdicts."""
+    summary = verdicts(results)
+    by_row = {v["row"]: v for v in summary["rows"]}
+    rows = [{"row": r["row"], "N": r["model"]["num_layers"], "d_model": r["model"]["d_model"],
+             "h": r["model"]["num_heads"], "d_k": r["model"]["key_dim"],
+             "P_drop": r["model"]["dropout"], "eps_ls": r["label_smoothing"],
+             "positions": r["model"]["position_encoding"], "steps": r["steps"],
+             "dev_perplexity": r["dev_perplexity"], "dev_bleu": r["dev_bleu"],
+             "flattened_at": r.get("dev_nll_flattened_at_step"),
+             "paper": by_row.get(r["row"], {}).get("paper"),
+             "verdict": by_row.get(r["row"], {}).get("verdict")} for r in results]
+    counts = {name: sum(v["verdict"] == name for v in summary["rows"])
+              for name in ("reproduced", "not reproduced", "within noise")}
+    values = {"rows_compared": len(summary["rows"]), "reproduced": counts["reproduced"],
+              "not_reproduced": counts["not reproduced"],
+              "within_noise": counts["within noise"],
+              "base_perplexity": round(summary.get("base_perplexity", math.nan), 3),
+              "base_seed_spread": round(summary.get("noise", math.nan), 3)}
+    budget = (f"{options.budget_minutes:g} minutes" if options.budget_minutes is not None
+              else f"{options.max_steps:,} steps")
+    return {
+        "what": (f"Table 3 rows ({options.plan} plan) around the {options.base_preset} "
+                 f"model, {budget} per row"
+                 + ("" if options.peak_learning_rate is None else
+                    f", every row's learning rate peaking at {options.peak_learning_rate:.3g}")
+                 + "; dev set, PPL per target BPE token, sacreBLEU with beam 4, alpha 0.6, "
+                   "final checkpoint; direction against the paper's beyond the base seeds' "
+                   "spread"),
+        "title": "Table 3: the paper's directions at small scale",
+        "command": options.command, "commit": provenance["commit"],
+        "commit_role": "measured", "machine": provenance["machine"],
+        "date": provenance["date"], "source": "written by transformer_tf/jobs/variations.py",
+        "values": values, "units": {"base_perplexity": "PPL", "base_seed_spread": "PPL"},
+        "headline": "{reproduced} of {rows_compared} rows reproduce the paper's direction",
+        "sentences": [(
+            "Of {rows_compared} rows compared with the paper's Table 3, {reproduced} show its "
+            "direction of change in dev perplexity, {not_reproduced} the opposite and "
+            "{within_noise} a change within the base seeds' spread ({base_seed_spread:.2f} "
+            "PPL around {base_perplexity:.2f}).")],
+        "columns": RESULT_COLUMNS, "rows": rows,
+    }
+
+
+def _provenance(out: pathlib.Path) -> dict:
+    """Commit, machine and date of the study's first write (kept across resumptions)."""
+    import datetime
+
+    from transformer_tf.jobs.recipe_study import current_commit, machine_description
+
+    path = out / PROVENANCE
+    if path.exists():
+        return json.loads(path.read_text())
+    provenance = {"commit": current_commit(), "machine": machine_description(),
+                  "date": datetime.date.today().isoformat()}
+    path.write_text(json.dumps(provenance, indent=2))
+    return provenance
+
+
 def write_tables(results: list[dict], out: pathlib.Path, options: StudyOptions) -> None:
+    summary = verdicts(results)
     (out / RESULTS_JSON).write_text(json.dumps(
-        {"options": dataclasses.asdict(options), "rows": results}, indent=2))
-    (out / RESULTS_MD).write_text(format_table(results, options))
+        {"options": dataclasses.asdict(options), "rows": results, "verdicts": summary},
+        indent=2))
+    (out / RESULTS_MD).write_text(format_table(results, options) + format_verdicts(summary))
+    (out / RESULTS_FILE).write_text(json.dumps(
+        results_document(results, options, _provenance(out)), indent=1) + "\n")
 
 
 def format_counts(counts: list[dict]) -> str:
@@ -367,5 +679,7 @@ def format_counts(counts: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Row", "StudyOptions", "StudyMismatch", "base_of_study", "define_rows",
-           "parameter_count", "count_rows", "run_study", "format_table", "format_counts"]
+__all__ = ["Row", "StudyMismatch", "StudyOptions", "base_of_study", "count_rows",
+           "define_rows", "flattening_step", "format_counts", "format_table",
+           "parameter_count", "perplexity", "run_study", "verdict", "verdicts",
+           "with_base_seeds"]

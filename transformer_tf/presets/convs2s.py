@@ -1,7 +1,8 @@
 """ConvS2S (Gehring et al. 2017) presets. The WMT shapes are fairseq's `fconv_wmt_en_de` /
 `fconv_wmt_en_fr` (15 blocks per stack, embeddings 768, output 512), which the ConvS2S
 paper's WMT'14 models use; its training: Nesterov momentum 0.99, learning rate 0.25,
-gradient norm clipped at 0.1, beam 5."""
+gradient norm clipped at 0.1, beam 5, finished hypotheses ranked by their mean log-probability
+per token (the "average" length penalty: fairseq's normalisation, which ConvS2S used)."""
 from __future__ import annotations
 
 from transformer_tf.config import ConvS2SConfig, DecodingConfig, TrainingConfig
@@ -10,7 +11,7 @@ from transformer_tf.presets.base import Preset
 PAPER_TRAINING = TrainingConfig(optimizer="nesterov", learning_rate=0.25, momentum=0.99,
                                 clip_norm=0.1, label_smoothing=0.0, tokens_per_batch=4000,
                                 average_last=5)
-BEAM_5 = DecodingConfig(beam_size=5, alpha=0.6)
+BEAM_5 = DecodingConfig(beam_size=5, length_penalty="average")
 WMT_EN_FR_STACK = (((512, 3),) * 6 + ((768, 3),) * 4 + ((1024, 3),) * 3
                    + ((2048, 1),) + ((4096, 1),))
 

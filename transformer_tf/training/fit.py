@@ -47,7 +47,7 @@ from transformer_tf.training.distribution import is_chief, make_strategy
 from transformer_tf.training.keep_best import EarlyStopping, KeepBest
 from transformer_tf.training.keras_workarounds import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
-from transformer_tf.training.plateau import ShrinkOnPlateau
+from transformer_tf.training.plateau import ShrinkOnPlateau, mean_dev_nll
 from transformer_tf.training.precision import resolve_precision
 from transformer_tf.training.schedule import TransformerSchedule
 from transformer_tf.training.speed_probe import probe_speed
@@ -474,8 +474,13 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         callbacks.append(early_stopping)
     stopped_early = early_stopping is not None and early_stopping.exhausted()
     if plateau is not None and validation_data is not None:
-        # Before the checkpoint callback, so that a save at an epoch's end holds the new
-        # rate. Every worker sees the same val_nll (a global metric) and shrinks alike.
+        # Once per pass over the training data, as the ConvS2S paper did (the pass length
+        # counted once: bucketing's padding and the length filter make token counts
+        # only an estimate). Every worker computes the same dev loss and shrinks alike.
+        plateau.check_every_pass(steps_per_pass(), functools.partial(
+            mean_dev_nll, model, validation_data,
+            tf.function(model.loss_sums, reduce_retracing=True)))
+        # Before the checkpoint callback, so that a save at a step holds the new rate.
         callbacks.insert(callbacks.index(checkpoint_callback), plateau)
 
     if out_of_time:

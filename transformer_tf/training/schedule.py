@@ -27,7 +27,8 @@ import math
 import keras
 from keras import ops
 
-__all__ = ["TransformerSchedule", "transformer_learning_rate"]
+__all__ = ["TransformerSchedule", "peak_learning_rate", "scale_for_peak",
+           "transformer_learning_rate"]
 
 
 def transformer_learning_rate(step: float, d_model: int, warmup_steps: int = 4000,
@@ -48,6 +49,18 @@ def transformer_learning_rate(step: float, d_model: int, warmup_steps: int = 400
     if step <= 0:
         raise ValueError(f"step is counted from 1, got {step}")
     return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+
+def peak_learning_rate(d_model: int, warmup_steps: int, scale: float = 1.0) -> float:
+    """The schedule's largest rate, reached at step == warmup_steps:
+    scale * (d_model * warmup_steps)^-0.5 (the paper's base model: 512, 4000 -> 6.99e-4)."""
+    return scale * math.pow(d_model * warmup_steps, -0.5)
+
+
+def scale_for_peak(d_model: int, warmup_steps: int, peak: float) -> float:
+    """The `scale` that makes the schedule of (d_model, warmup_steps) peak at `peak`:
+    peak * (d_model * warmup_steps)^0.5."""
+    return peak * math.sqrt(d_model * warmup_steps)
 
 
 @keras.saving.register_keras_serializable(package="transformer_tf")
@@ -108,7 +121,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     @property
     def peak_learning_rate(self) -> float:
         """The largest rate, reached at paper step == warmup_steps: scale*(d_model*warmup)^-0.5."""
-        return self.scale * math.pow(self.d_model * self.warmup_steps, -0.5)
+        return peak_learning_rate(self.d_model, self.warmup_steps, self.scale)
 
     def get_config(self) -> dict:
         return {

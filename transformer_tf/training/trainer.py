@@ -86,6 +86,11 @@ class Seq2SeqTrainer(keras_workarounds.MultiWorkerFitMixin, keras.Model):
         logits = self.network(inputs, training=training)
         return token_loss_sums(labels, logits, self.label_smoothing, pooled=self.pooled_ids)
 
+    def loss_sums(self, data):
+        """`TokenLossSums` of one batch in inference mode, touching no metric (for
+        evaluations outside Keras' own, e.g. `plateau.mean_dev_nll`)."""
+        return self._forward_and_sums(data, training=False)
+
     def _accumulate_metrics(self, sums):
         self.loss_metric.update_state(sums.loss_sum, sums.token_count)
         self.nll_metric.update_state(sums.nll_sum, sums.token_count)

@@ -1,0 +1,96 @@
+#!/usr/bin/env python
+"""Table 2, budget-fair (issue 41): the Transformer (`multi30k`) and ConvS2S
+(`convs2s_multi30k`) on the same prepared data, each with its own paper schedule, for the
+same training time (--minutes) and for the same target tokens (--passes over the data),
+every --seed; dev BLEU/NLL logged during training draws the figure (dev BLEU against
+minutes and passes); the results file has test BLEU, training FLOPs and tokens/s. Both
+are rewritten after each finished run; run the same command again to resume a killed
+study. See transformer_tf/jobs/table2_study.py.
+
+The study (8 runs; about 13 hours on a quiet 2-core AVX2 CPU, docs/convs2s.md):
+  python bench/table2_study.py --data runs/multi30k_en_de/data --work-dir runs/table2
+A smoke test of the whole path (minutes):
+  python bench/table2_study.py --data runs/multi30k_en_de/data --work-dir runs/table2_smoke \\
+      --results runs/table2_smoke/table2.json --figure runs/table2_smoke/curves.png --minutes 0.5 \\
+      --passes 0.05 --seeds 1 --eval-every 10 --validation-sentences 8 --test-limit 16
+"""
+import argparse
+import logging
+import shlex
+import sys
+
+import common
+import model_flops
+
+from transformer_tf.cli.arguments import positive_float, positive_int
+from transformer_tf.cli.errors import run_command
+from transformer_tf.runtime import console
+from transformer_tf.runtime.cpu import prefer_onednn_for_training
+
+
+def flops_per_target_token(preset_name: str, vocab_size: int) -> float:
+    """Training FLOPs per target token of the preset's model at this vocabulary, counted
+    from the graph by bench/model_flops.py (the rule every family shares)."""
+    from transformer_tf.models.registry import build_model
+    from transformer_tf.presets import get_preset
+
+    preset = get_preset(preset_name)
+    model = build_model(preset.family, preset.model.replace(vocab_size=vocab_size))
+    return model_flops.training_flops_per_target_token(model)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True,
+                        help="prepared data directory (scripts/prepare_data.py)")
+    parser.add_argument("--work-dir", required=True, help="where the runs' model directories go")
+    parser.add_argument("--results", default="results/table2/budget-fair-avx2.json",
+                        help="results file, rewritten after every finished run")
+    parser.add_argument("--figure", default="docs/table2_curves.png",
+                        help="PNG of dev BLEU during training, rewritten with the results")
+    parser.add_argument("--presets", nargs=2, default=["multi30k", "convs2s_multi30k"],
+                        metavar=("TRANSFORMER", "CONVS2S"), help="the two families' presets")
+    parser.add_argument("--arms", nargs="+", choices=("time", "tokens"),
+                        default=["time", "tokens"], help="which budgets (default both)")
+    parser.add_argument("--minutes", type=positive_float, default=90.0,
+                        help="the time arm's training minutes per run (default 90)")
+    parser.add_argument("--passes", type=positive_float, default=20.0,
+                        help="the tokens arm's passes over the training data (default 20)")
+    parser.add_argument("--seeds", type=positive_int, nargs="+", default=[1, 2])
+    parser.add_argument("--eval-every", type=positive_int, default=200,
+                        help="steps between dev evaluations, the curves' points (default 200)")
+    parser.add_argument("--validation-sentences", type=positive_int, default=200,
+                        help="dev sentences translated at each evaluation (default 200)")
+    parser.add_argument("--test-limit", type=positive_int,
+                        help="test sentences decoded (default: all)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    console.add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    common.set_thread_env()
+    prefer_onednn_for_training()
+    command = " ".join(["python bench/table2_study.py",
+                        *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    with console.session(args.verbose):
+        return run_command(_run, args, command, verbose=args.verbose)
+
+
+def _run(args, command) -> int:
+    from transformer_tf.jobs.table2_study import Table2Options, run_table2_study
+
+    options = Table2Options(
+        data_dir=args.data, work_dir=args.work_dir, results=args.results, figure=args.figure,
+        presets=tuple(args.presets), arms=tuple(args.arms), minutes=args.minutes,
+        passes=args.passes, seeds=tuple(args.seeds), eval_every=args.eval_every,
+        validation_sentences=args.validation_sentences, test_limit=args.test_limit,
+        command=command, verbose=0 if args.quiet else 1)
+    # A results file of other settings (StudyMismatch) or a wrong preset is a ValueError:
+    # run_command reports it as "error: ..." with exit status 2.
+    document = run_table2_study(options, flops_per_target_token=flops_per_target_token)
+    print(f"{args.results}: {document['headline'].format(**document['values'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""The budget-fair Table 2 study (jobs/table2_study.py): its columns by hand, and the study
+with fake training and scoring over a real prepared directory: rows written as runs
+finish, a killed study resumes without redoing them, the figure is drawn from the runs'
+validation logs, the results file renders in the docs."""
+import json
+import types
+
+import numpy as np
+import pytest
+
+from transformer_tf.evaluation import results_tables
+from transformer_tf.jobs import table2_study as study
+from transformer_tf.presets import get_preset
+from transformer_tf.rundir import model_dir as model_dir_lib
+from transformer_tf.rundir.validation_log import (
+    ValidationRecord,
+    append_validation,
+    read_validation_log,
+)
+
+# Fake test BLEU of each (arm, preset, seed).
+BLEU = {("time", "multi30k", 1): 30.0, ("time", "convs2s_multi30k", 1): 27.0,
+        ("tokens", "multi30k", 1): 33.0, ("tokens", "convs2s_multi30k", 1): 31.0,
+        ("time", "multi30k", 2): 31.0, ("time", "convs2s_multi30k", 2): 26.0,
+        ("tokens", "multi30k", 2): 34.5, ("tokens", "convs2s_multi30k", 2): 30.0}
+
+
+def test_training_columns_by_hand():
+    # 150 steps of a 50-step pass holding 1,000,000 target tokens: 3 passes, 3 M tokens;
+    # at 0.04 GFLOP per token, 3e6 x 0.04e9 = 1.2e14 FLOP = 0.12 PFLOP.
+    columns = study.training_columns(150, {"batches": 50, "target_tokens": 1_000_000}, 0.04)
+    assert columns == pytest.approx({"passes": 3.0, "target_tokens_millions": 3.0,
+                                     "training_pflop": 0.12})
+    assert study.training_columns(25, {"batches": 50, "target_tokens": 10}, None)[
+        "training_pflop"] is None
+
+
+def test_curve_points_by_arm_and_a_redone_step_keeps_the_later_evaluation():
+    records = [ValidationRecord(100, 120.0, 5.0, 4.0), ValidationRecord(200, 240.0, 9.0, 3.5),
+               ValidationRecord(200, 250.0, 9.5, 3.4), ValidationRecord(300, 360.0, 12.0, 3.0)]
+    assert study.curve_points(records, "time", 50) == ((2.0, 5.0), (250 / 60, 9.5), (6.0, 12.0))
+    assert study.curve_points(records, "tokens", 50) == ((2.0, 5.0), (4.0, 9.5), (6.0, 12.0))
+
+
+def test_pass_size_counts_the_batches_and_real_target_tokens_of_one_pass(tiny_multi30k):
+    from transformer_tf.config import PAD_ID
+    from transformer_tf.data.datasets import make_training_dataset
+
+    size = study.pass_size(str(tiny_multi30k.directory), "convs2s_tiny")
+    training = get_preset("convs2s_tiny").training
+    batches = list(make_training_dataset(
+        tiny_multi30k, "train", tokens_per_batch=training.tokens_per_batch,
+        max_length=training.max_length, shuffle=False, repeat=False))
+    assert size["batches"] == len(batches) > 1
+    assert size["target_tokens"] == sum(int(np.sum(b[1].numpy() != PAD_ID)) for b in batches)
+    # Every training pair within the length filter once: at least one token (EOS) each.
+    assert size["target_tokens"] >= 400
+
+
+class Fakes:
+    def __init__(self, fail_at=None):
+        self.fail_at, self.trained = fail_at, []
+
+    def train(self, arm, preset_name, seed, options):
+        if (arm, preset_name, seed) == self.fail_at:
+            raise KeyboardInterrupt  # the session is killed while training this run
+        self.trained.append((arm, preset_name, seed))
+        model_dir = study.run_directory(options.work_dir, arm, preset_name, seed)
+        preset = get_preset(preset_name)
+        model_dir_lib.write_run_config(model_dir, model_dir_lib.RunConfig(
+            model=preset.model, training=preset.training, decoding=preset.decoding,
+            data_dir="unused", preset=preset_name, family=preset.family))
+        final = BLEU[(arm, preset_name, seed)]
+        for step in (10, 20, 30):
+            append_validation(model_dir, ValidationRecord(step, step * 6.0, final * step / 30,
+                                                          2.0))
+        return types.SimpleNamespace(step=30, trained_seconds=180.0, stopped_by="time")
+
+    def score(self, model_dir, options):
+        arm, preset_name, seed = self.trained[-1]
+        return {"test_bleu": BLEU[(arm, preset_name, seed)] + 0.5, "decoding": "fake"}
+
+
+def _options(tmp_path, data_dir, **changes):
+    return study.Table2Options(data_dir=str(data_dir), work_dir=str(tmp_path / "runs"),
+                               results=str(tmp_path / "results" / "table2" / "fair.json"),
+                               figure=str(tmp_path / "curves.png"), minutes=3.0,
+                               passes=2.0, **changes)
+
+
+def _flops(preset_name, vocab_size):
+    return {"multi30k": 4.0e7, "convs2s_multi30k": 3.0e7}[preset_name]
+
+
+# Pass sizes by hand (counting the data is tested above): 12 and 10 steps per pass.
+SIZES = {"multi30k": {"batches": 12, "target_tokens": 6000},
+         "convs2s_multi30k": {"batches": 10, "target_tokens": 6000}}
+
+
+@pytest.fixture
+def known_pass_sizes(monkeypatch):
+    counted = []
+    monkeypatch.setattr(study, "pass_size",
+                        lambda data_dir, preset: counted.append(preset) or SIZES[preset])
+    return counted
+
+
+def test_a_killed_study_keeps_its_rows_resumes_and_renders(tmp_path, tiny_multi30k,
+                                                           known_pass_sizes):
+    options = _options(tmp_path, tiny_multi30k.directory)
+    killed = Fakes(fail_at=("tokens", "multi30k", 1))
+    with pytest.raises(KeyboardInterrupt):
+        study.run_table2_study(options, _flops, killed.train, killed.score,
+                               say=lambda _: None)
+    path = tmp_path / "results" / "table2" / "fair.json"
+    written = json.loads(path.read_text())
+    assert [r["key"] for r in written["rows"]] == ["time-multi30k-seed1",
+                                                   "time-convs2s_multi30k-seed1"]
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    assert known_pass_sizes == ["multi30k", "convs2s_multi30k"]
+    resumed = Fakes()
+    document = study.run_table2_study(options, _flops, resumed.train, resumed.score,
+                                      say=lambda _: None)
+    assert ("time", "multi30k", 1) not in resumed.trained and len(resumed.trained) == 6
+    assert len(known_pass_sizes) == 2  # recorded in the results file, not counted again
+    rows = {r["key"]: r for r in document["rows"]}
+    assert len(rows) == 8
+    row = rows["tokens-convs2s_multi30k-seed2"]
+    # 30 steps of 10 per pass: 3 passes of 6,000 tokens = 18,000 tokens x 3e7 FLOP.
+    assert row["passes"] == pytest.approx(3.0)
+    assert row["target_tokens_millions"] == pytest.approx(0.018)
+    assert row["gflop_per_target_token"] == pytest.approx(0.03)
+    assert row["training_pflop"] == pytest.approx(18_000 * 3.0e7 / 1e15)
+    assert (row["family"], row["dev_bleu_last"], row["test_bleu"]) == ("convs2s", 30.0, 30.5)
+    values = document["values"]
+    # Time arm, Transformer: test BLEU 30.5 and 31.5 -> mean 31.0, spread 1.0.
+    assert values["time_transformer_test_bleu_mean"] == pytest.approx(31.0)
+    assert values["time_transformer_test_bleu_spread"] == pytest.approx(1.0)
+    assert values["tokens_convs2s_test_bleu_mean"] == pytest.approx(31.0)
+    # The file renders as a table, a headline and sentences in the docs' format.
+    results_dir = tmp_path / "results"
+    text = results_tables.render_document(
+        "<!-- results:table table2/fair -->\n<!-- /results -->\n"
+        "<!-- results:sentences table2/fair -->\n<!-- /results -->\n", results_dir)
+    assert "| tokens | convs2s | 2 | 30 |" in text
+    assert ("After 3 minutes of training, test BLEU averaged over seeds: Transformer 31.00 "
+            "(seed spread 1.00) against ConvS2S 27.00 (seed spread 1.00).") in text
+    assert results_tables.headline(document).startswith("time: Transformer 31.00 vs ConvS2S")
+    # Curves come from the validation logs the runs wrote.
+    records = read_validation_log(study.run_directory(options.work_dir, "time", "multi30k", 2))
+    assert study.curve_points(records, "time", 1.0)[-1] == (3.0, 31.0)
+
+
+def test_a_study_of_other_settings_or_presets_is_refused(tmp_path, tiny_multi30k,
+                                                        known_pass_sizes):
+    options = _options(tmp_path, tiny_multi30k.directory, arms=("time",), seeds=(1,))
+    fakes = Fakes()
+    study.run_table2_study(options, None, fakes.train, fakes.score, say=lambda _: None)
+    with pytest.raises(study.StudyMismatch, match="other settings"):
+        study.run_table2_study(_options(tmp_path, tiny_multi30k.directory, arms=("time",),
+                                        seeds=(1,), eval_every=50),
+                               None, fakes.train, fakes.score, say=lambda _: None)
+    with pytest.raises(ValueError, match="one Transformer and one ConvS2S"):
+        study.run_table2_study(_options(tmp_path / "b", tiny_multi30k.directory,
+                                        presets=("multi30k", "tiny")),
+                               None, fakes.train, fakes.score, say=lambda _: None)
+    with pytest.raises(ValueError, match="arms"):
+        study.run_table2_study(_options(tmp_path / "c", tiny_multi30k.directory,
+                                        arms=("flops",)),
+                               None, fakes.train, fakes.score, say=lambda _: None)

@@ -1,0 +1,368 @@
+"""The Transformer paper's Table 2 at small scale, fair to both families: the Transformer
+and ConvS2S on the same prepared data, each with its own paper schedule (warm-up and
+inverse square root; Nesterov momentum with the rate shrunk once per pass), compared in
+two arms, each with every seed:
+
+    "time":   the same wall-clock training budget (`minutes`) for both;
+    "tokens": the same number of target tokens for both: `passes` passes over the same
+              training data.
+
+    for seed in seeds, arm in arms, preset in presets:
+        train (or resume) the run; score its latest checkpoint on the test set with the
+        family's own decoding; rewrite the results file and the figure
+
+Every run validates every `eval_every` steps (dev BLEU of greedy translations of the
+first `validation_sentences` dev sentences, dev NLL: MDIR/validation.jsonl), which draws
+the figure: dev BLEU against training minutes (time arm) and against passes (tokens
+arm). Each row has test BLEU, steps, passes, target tokens, training tokens/s (median of
+the logged windows), training FLOPs per target token (counted by the caller: bench/
+counts FLOPs, a floor this package cannot import) and the run's training FLOPs.
+
+The results file (results/README.md's format) and the figure are rewritten after each
+finished run, so a killed study loses at most the run it was training; run the same
+command again: finished runs are kept, the interrupted one resumes from its checkpoint
+with what is left of its budget (`train` counts the budget across invocations).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import statistics
+from collections.abc import Callable
+
+from transformer_tf.jobs.recipe_study import current_commit, machine_description
+from transformer_tf.jobs.variations import median_logged_scalar
+from transformer_tf.presets import get_preset
+from transformer_tf.training.live_objects import set_aside_live_objects
+
+ARMS = ("time", "tokens")
+DEFAULT_PRESETS = ("multi30k", "convs2s_multi30k")
+FAMILY_NAMES = {"transformer": "Transformer", "convs2s": "ConvS2S"}
+COLUMNS = [
+    {"key": "arm", "label": "arm"}, {"key": "family", "label": "family"},
+    {"key": "seed", "label": "seed"}, {"key": "steps", "label": "steps", "format": "{:,}"},
+    {"key": "train_minutes", "label": "train min", "format": "{:.1f}"},
+    {"key": "passes", "label": "passes", "format": "{:.1f}"},
+    {"key": "target_tokens_millions", "label": "target tokens (M)", "format": "{:.2f}"},
+    {"key": "target_tokens_per_second", "label": "train target tok/s", "format": "{:,.0f}"},
+    {"key": "gflop_per_target_token", "label": "train GFLOP / target tok",
+     "format": "{:.3f}"},
+    {"key": "training_pflop", "label": "training PFLOP", "format": "{:.3f}"},
+    {"key": "dev_bleu_last", "label": "dev BLEU (last eval)", "format": "{:.2f}"},
+    {"key": "test_bleu", "label": "test BLEU", "format": "{:.2f}"},
+    {"key": "decoding", "label": "decoding"},
+]
+
+
+@dataclasses.dataclass
+class Table2Options:
+    """Options of the study (see bench/table2_study.py --help).
+
+    Attributes:
+      data_dir: a prepared data directory both families train on.
+      work_dir: where the runs' model directories go (work_dir/<arm>-<preset>-seed<s>/).
+      results: the results file, rewritten after each finished run.
+      figure: the PNG of dev BLEU against training time and passes.
+      presets: the runs' presets, one per family.
+      arms: which of ARMS to run.
+      minutes: the time arm's training budget per run.
+      passes: the tokens arm's budget per run, in passes over the training data.
+      seeds: the seeds.
+      eval_every, validation_sentences: the validations the curves are drawn from.
+      test_limit: test sentences decoded (None: all).
+      command: the command line, recorded in the results file.
+    """
+
+    data_dir: str
+    work_dir: str
+    results: str
+    figure: str
+    presets: tuple = DEFAULT_PRESETS
+    arms: tuple = ARMS
+    minutes: float = 90.0
+    passes: float = 20.0
+    seeds: tuple = (1, 2)
+    eval_every: int = 200
+    validation_sentences: int = 200
+    precision: str = "float32"
+    test_limit: int | None = None
+    command: str = "python bench/table2_study.py"
+    verbose: int = 1
+
+    def defining_fields(self) -> dict:
+        """What the rows depend on: a results file of other settings is not resumed."""
+        return {"data_dir": str(pathlib.Path(self.data_dir).resolve()),
+                "presets": list(self.presets), "minutes": self.minutes, "passes": self.passes,
+                "eval_every": self.eval_every,
+                "validation_sentences": self.validation_sentences,
+                "precision": self.precision, "test_limit": self.test_limit}
+
+
+class StudyMismatch(ValueError):
+    """The results file holds a study of other settings."""
+
+
+def run_key(arm: str, preset: str, seed: int) -> str:
+    return f"{arm}-{preset}-seed{seed}"
+
+
+def run_directory(work_dir, arm: str, preset: str, seed: int) -> pathlib.Path:
+    return pathlib.Path(work_dir) / run_key(arm, preset, seed)
+
+
+# ------------------------------------------------------------------------ the columns
+def pass_size(data_dir: str, preset: str) -> dict:
+    """{"batches", "target_tokens"}: optimizer steps and real target tokens in one pass
+    over the training split, batched as `preset` trains (its token budget and length
+    filter), counted by running the input pipeline once."""
+    import tensorflow as tf
+
+    from transformer_tf.config import PAD_ID
+    from transformer_tf.data.datasets import make_training_dataset
+    from transformer_tf.data.prepared import load_prepared
+
+    training = get_preset(preset).training
+    dataset = make_training_dataset(
+        load_prepared(data_dir), "train", tokens_per_batch=training.tokens_per_batch,
+        max_length=training.max_length, shuffle=False, repeat=False)
+    batches, tokens = dataset.reduce(
+        (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+        lambda total, batch: (total[0] + 1, total[1] + tf.math.count_nonzero(
+            tf.not_equal(batch[1], PAD_ID), dtype=tf.int64)))
+    return {"batches": int(batches) / training.gradient_accumulation_steps,
+            "target_tokens": int(tokens)}
+
+
+def training_columns(steps: int, size: dict, gflop_per_target_token: float | None) -> dict:
+    """Passes, target tokens (millions) and training PFLOP of a run of `steps` optimizer
+    steps, with `size` its `pass_size`: passes = steps / steps per pass, tokens = passes x
+    target tokens per pass, PFLOP = tokens x GFLOP per token / 10^6."""
+    passes = steps / size["batches"]
+    tokens = passes * size["target_tokens"]
+    return {"passes": passes, "target_tokens_millions": tokens / 1e6,
+            "training_pflop": (None if gflop_per_target_token is None
+                               else tokens * gflop_per_target_token / 1e6)}
+
+
+def curve_points(records, arm: str, steps_per_pass: float) -> tuple:
+    """(x, dev BLEU) of a run's validation records: x = training minutes (time arm) or
+    passes (tokens arm). A step logged twice (a resumed run redid it) keeps the later."""
+    by_step = {r.step: r for r in records}
+    return tuple(((r.trained_seconds / 60.0) if arm == "time" else r.step / steps_per_pass,
+                  r.dev_bleu) for _, r in sorted(by_step.items()))
+
+
+def summary_values(rows: list[dict]) -> dict:
+    """Per arm and family: mean test BLEU over seeds and its spread (max - min), median
+    tokens/s; keys `<arm>_<family>_test_bleu_mean`, `..._spread`, `..._seeds`,
+    `<arm>_<family>_tokens_per_second`."""
+    values = {"runs": len(rows)}
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault((row["arm"], row["family"]), []).append(row)
+    for (arm, family), group in sorted(groups.items()):
+        bleus = [r["test_bleu"] for r in group]
+        prefix = f"{arm}_{family}"
+        values[f"{prefix}_test_bleu_mean"] = round(statistics.mean(bleus), 2)
+        values[f"{prefix}_test_bleu_spread"] = round(max(bleus) - min(bleus), 2)
+        values[f"{prefix}_seeds"] = len(group)
+        speeds = [r["target_tokens_per_second"] for r in group
+                  if r["target_tokens_per_second"] is not None]
+        if speeds:
+            values[f"{prefix}_tokens_per_second"] = round(statistics.median(speeds))
+    return values
+
+
+def findings(values: dict, options: Table2Options) -> list[str]:
+    """Sentences (format strings over `values`) for the arms both families finished."""
+    budget = {"time": f"{options.minutes:g} minutes of training",
+              "tokens": f"{options.passes:g} passes over the same training data"}
+    sentences = []
+    for arm in ARMS:
+        prefixes = [f"{arm}_{family}" for family in FAMILY_NAMES]
+        if not all(f"{p}_test_bleu_mean" in values for p in prefixes):
+            continue
+        parts = [f"{FAMILY_NAMES[family]} {{{arm}_{family}_test_bleu_mean:.2f}} (seed spread "
+                 f"{{{arm}_{family}_test_bleu_spread:.2f}})" for family in FAMILY_NAMES]
+        sentences.append(f"After {budget[arm]}, test BLEU averaged over seeds: "
+                         + " against ".join(parts) + ".")
+    return sentences
+
+
+def results_document(rows: list[dict], options: Table2Options, started: dict) -> dict:
+    values = summary_values(rows)
+    shown = [f"{arm}: Transformer {{{arm}_transformer_test_bleu_mean:.2f}} vs ConvS2S "
+             f"{{{arm}_convs2s_test_bleu_mean:.2f}}" for arm in ARMS
+             if all(f"{arm}_{f}_test_bleu_mean" in values for f in FAMILY_NAMES)]
+    units = {k: "BLEU" for k in values if "bleu" in k}
+    units.update({k: "target tokens/s" for k in values if k.endswith("tokens_per_second")})
+    test = "all test sentences" if options.test_limit is None else f"first {options.test_limit}"
+    return {
+        "what": (f"Table 2 at small scale: {' and '.join(options.presets)} on the same "
+                 f"prepared data ({options.data_dir}), each with its own paper schedule; "
+                 f"equal time ({options.minutes:g} min) and equal target tokens "
+                 f"({options.passes:g} passes), seeds {', '.join(map(str, options.seeds))}; "
+                 f"test BLEU ({test}) of the latest checkpoint, each family's own decoding"),
+        "title": "Table 2, budget-fair: Transformer vs ConvS2S (test BLEU)",
+        "command": options.command, "short_command": "python bench/table2_study.py ...",
+        "commit": started["commit"], "commit_role": "measured",
+        "machine": started["machine"], "date": started["date"],
+        "conditions": f"precision {options.precision}; load average at each run's start "
+                      "in its row",
+        "source": "this file, written by transformer_tf/jobs/table2_study.py",
+        "study": options.defining_fields(), "figure": options.figure,
+        "values": values, "units": units,
+        "headline": "; ".join(shown) if shown else "{runs} runs finished",
+        "sentences": findings(values, options),
+        "columns": COLUMNS, "rows": rows,
+    }
+
+
+# ------------------------------------------------------------------------ running it
+def _train_run(arm: str, preset: str, seed: int, options: Table2Options):
+    from transformer_tf.training.fit import TrainOptions, train
+
+    budget = ({"max_minutes": options.minutes} if arm == "time"
+              else {"epochs": options.passes})
+    return train(TrainOptions(
+        data_dir=options.data_dir, model_dir=str(run_directory(options.work_dir, arm, preset,
+                                                               seed)),
+        preset=preset, training_overrides={"seed": seed}, eval_every=options.eval_every,
+        validation_sentences=options.validation_sentences, precision=options.precision,
+        verbose=options.verbose, **budget))
+
+
+def _test_bleu(model_dir: pathlib.Path, options: Table2Options) -> dict:
+    """Test BLEU of the run's latest checkpoint with its own decoding settings."""
+    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.evaluation.scoring import evaluate
+    from transformer_tf.evaluation.textfiles import read_lines
+    from transformer_tf.inference.batch import load_translator, translate_lines
+    from transformer_tf.rundir import checkpoints
+
+    prepared = load_prepared(options.data_dir)
+    test = prepared.files("test")
+    sources, references = read_lines(test.source), read_lines(test.target)
+    if options.test_limit:
+        sources, references = sources[:options.test_limit], references[:options.test_limit]
+    latest = checkpoints.newest_readable(model_dir)
+    translator = load_translator(model_dir=str(model_dir), checkpoint=str(latest))
+    outputs, _ = translate_lines(translator, sources, progress=False)
+    decoding = translator.owner.decoding
+    scores = evaluate([o[0] for o in outputs], references, lang=prepared.target_language)
+    return {"test_bleu": scores.to_dict()["bleu"],
+            "decoding": f"beam {decoding.beam_size}, {decoding.length_penalty}"
+                        + (f" alpha {decoding.alpha:g}" if decoding.length_penalty == "gnmt"
+                           else "")}
+
+
+def _read_document(path: pathlib.Path, options: Table2Options) -> tuple[list[dict], dict]:
+    started = {"commit": current_commit(), "machine": machine_description(),
+               "date": datetime.date.today().isoformat(), "pass_sizes": {}}
+    if not path.exists():
+        return [], started
+    document = json.loads(path.read_text())
+    if document.get("study") != json.loads(json.dumps(options.defining_fields())):
+        raise StudyMismatch(f"{path}: holds a study of other settings "
+                            f"({document.get('study')}); give another --results, or the "
+                            "same settings to resume it")
+    started = {k: document[k] for k in ("commit", "machine", "date")}
+    started["pass_sizes"] = document.get("pass_sizes", {})
+    return document["rows"], started
+
+
+def _write_json(path: pathlib.Path, document: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(document, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def draw_figure(rows: list[dict], options: Table2Options, pass_sizes: dict) -> None:
+    """The figure of every finished run's validation log: one panel per arm run."""
+    from transformer_tf.rundir.validation_log import read_validation_log
+    from transformer_tf.visualization.curves import Curve, Panel, save_curves_png
+
+    titles = {"time": ("Equal training time", "training minutes"),
+              "tokens": ("Equal target tokens", "passes over the training data")}
+    panels = []
+    for arm in (a for a in ARMS if a in options.arms):
+        curves = tuple(
+            Curve(row["family"], row["seed"], curve_points(
+                read_validation_log(run_directory(options.work_dir, arm, row["preset"],
+                                                  row["seed"])),
+                arm, pass_sizes[row["preset"]]["batches"]))
+            for row in rows if row["arm"] == arm)
+        panels.append(Panel(titles[arm][0], titles[arm][1], curves))
+    save_curves_png(panels, options.figure, title="Dev BLEU during training "
+                    f"({', '.join(options.presets)})")
+
+
+def run_table2_study(options: Table2Options, flops_per_target_token: Callable | None = None,
+                     train_run: Callable | None = None, score_run: Callable | None = None,
+                     say: Callable = print) -> dict:
+    """Train and score every run not in the results file yet; returns the results document.
+
+    `flops_per_target_token(preset, vocab_size)` -> training FLOPs per target token (None:
+    the column stays empty). `train_run(arm, preset, seed, options)` -> TrainResult and
+    `score_run(model_dir, options)` -> {"test_bleu", "decoding"} default to real training
+    and test scoring (tests pass fakes)."""
+    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.rundir.model_dir import read_run_config
+    from transformer_tf.rundir.validation_log import read_validation_log
+
+    unknown = sorted(set(options.arms) - set(ARMS))
+    if unknown:
+        raise ValueError(f"arms: unknown {unknown}; choose from {ARMS}")
+    families = [get_preset(p).family for p in options.presets]
+    if sorted(families) != sorted(FAMILY_NAMES):
+        raise ValueError(f"presets: one Transformer and one ConvS2S preset are compared, got "
+                         f"{list(options.presets)} ({', '.join(families)})")
+    train_run, score_run = train_run or _train_run, score_run or _test_bleu
+    path = pathlib.Path(options.results)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows, started = _read_document(path, options)
+    pass_sizes = started.pop("pass_sizes")
+    for preset in options.presets:
+        if preset not in pass_sizes:
+            pass_sizes[preset] = pass_size(options.data_dir, preset)
+    vocab_size = load_prepared(options.data_dir).vocab_size
+    done = {row["key"] for row in rows}
+    plan = [(seed, arm, preset) for seed in options.seeds for arm in options.arms
+            for preset in options.presets]
+    for index, (seed, arm, preset) in enumerate(plan, start=1):
+        key = run_key(arm, preset, seed)
+        if key in done:
+            say(f"[{index}/{len(plan)}] {key}: done before, kept")
+            continue
+        model_dir = run_directory(options.work_dir, arm, preset, seed)
+        say(f"[{index}/{len(plan)}] {key}: training")
+        load = os.getloadavg()[0]
+        result = train_run(arm, preset, seed, options)
+        set_aside_live_objects()  # runs train and trace in one process, one after another
+        say(f"[{index}/{len(plan)}] {key}: decoding the test set")
+        scores = score_run(model_dir, options)
+        set_aside_live_objects()
+        run = read_run_config(model_dir)
+        gflop = (None if flops_per_target_token is None
+                 else flops_per_target_token(preset, vocab_size) / 1e9)
+        records = read_validation_log(model_dir)
+        rows.append({
+            "key": key, "arm": arm, "family": run.family, "preset": preset, "seed": seed,
+            "steps": result.step, "train_minutes": result.trained_seconds / 60.0,
+            "stopped_by": result.stopped_by, "load_average_at_start": round(load, 2),
+            **training_columns(result.step, pass_sizes[preset], gflop),
+            "target_tokens_per_second": median_logged_scalar(
+                model_dir / "logs" / "train", "target_tokens_per_second"),
+            "gflop_per_target_token": gflop,
+            "dev_bleu_last": records[-1].dev_bleu if records else None,
+            "dev_nll_last": records[-1].dev_nll if records else None,
+            **scores})
+        document = {**results_document(rows, options, started), "pass_sizes": pass_sizes}
+        _write_json(path, document)
+        draw_figure(rows, options, pass_sizes)
+        say(f"[{index}/{len(plan)}] {key}: test BLEU {scores['test_bleu']:.2f} -> {path}, "
+            f"{options.figure}")
+    return {**results_document(rows, options, started), "pass_sizes": pass_sizes}
