@@ -47,7 +47,7 @@ from typing import Callable
 from transformer_tf.config import ModelConfig
 from transformer_tf.presets import get_preset
 from transformer_tf.training.live_objects import set_aside_live_objects
-from transformer_tf.training.schedule import peak_learning_rate, scale_for_peak
+from transformer_tf.training.rate_formula import peak_learning_rate, scale_for_peak
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
 PLANS = ("full", "informative")
