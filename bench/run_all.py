@@ -660,6 +660,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
             "peer_name": "CTranslate2 float32, greedy, on the converted checkpoint",
             "ours_error": greedy_error, "ours_chunked_xla_error": greedy_xla_error,
             "peer_missing": peer_greedy_error,
+            "ours_bleu": _get(mine, "bleu"), "peer_bleu": _get(theirs, "bleu"),
             "model_dir": str(model_dir), "checkpoint": prepared.get("checkpoint"),
             "details": {"ours": mine, "peer": theirs, "ours_lanes": mine_lanes,
                         "ours_chunked_xla": mine_xla, "peer_lanes": theirs_lanes},
