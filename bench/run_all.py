@@ -60,7 +60,21 @@ TARGETS = {"train_vs_torch": 1.2, "decode_vs_ctranslate2": 0.8, "decode_vs_hf": 
            "decode_beam4_vs_ctranslate2": 1.2,  # issue 16's, above the older 0.8 for all
            "pipeline_vs_training": 20.0, "train_fraction_of_peak": 0.7,
            "serving_vs_ctranslate2_batch64": 1.0,
-           "serving_greedy_vs_ctranslate2_batch64": 1.5, "bf16_vs_float32": 1.5}
+           "serving_greedy_vs_ctranslate2_batch64": 1.5, "bf16_vs_float32": 1.5,
+           "serving_bf16_vs_float32": 1.3}
+
+# CTranslate2's CPU compute types the serving section also times (where
+# ctranslate2.get_supported_compute_types("cpu") lists them), each against our export of
+# the same arithmetic, or, for the int8 types, named as the gap it is.
+CT2_COMPUTE_TYPES = {
+    "bfloat16": ("bfloat16", "like with like: bfloat16 products on both sides"),
+    "int8": ("float32", ("int8 gap: CTranslate2's int8 weights and products against our "
+                         "float32 (we have no int8 export)")),
+    "int8_float32": ("float32", ("int8 gap: CTranslate2's int8 weights and products "
+                                 "(float32 elsewhere) against our float32")),
+    "int8_bfloat16": ("bfloat16", ("int8 gap: CTranslate2's int8 weights and products "
+                                   "(bfloat16 elsewhere) against our bfloat16")),
+}
 
 PEER_MODULES = {"torch": ["torch"], "ctranslate2": ["ctranslate2", "transformers", "torch"],
                 "hf": ["transformers", "torch"]}
@@ -438,17 +452,20 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
             ["--shapes", shape_list, "--beams", "1,4", "--xla-modes", modes, *repeat_args])
         peers = {}
         for engine in ("ctranslate2", "hf"):
+            types = ["--compute-types", ",".join(("float32", *CT2_COMPUTE_TYPES))] \
+                if engine == "ctranslate2" else []
             peers[engine] = runner.run(
                 f"decode_{engine}", "decode_peer",
-                ["--engine", engine, "--shapes", shape_list, "--beams", "1,4", *repeat_args],
-                needs=PEER_MODULES[engine])
+                ["--engine", engine, "--shapes", shape_list, "--beams", "1,4", *repeat_args,
+                 *types], needs=PEER_MODULES[engine])
 
         for shape in shapes:
             for beam in (1, 4):
                 mine = _run_where(ours, shape=shape, beam=beam, xla=False)
                 mine_xla = _run_where(ours, shape=shape, beam=beam, xla=True)
                 for engine, (peer_result, peer_error) in peers.items():
-                    theirs = _run_where(peer_result, shape=shape, beam=beam)
+                    theirs = _run_where(peer_result, shape=shape, beam=beam,
+                                        compute_type="float32")
                     if peer_error is None and theirs is None:
                         peer_error = "no run for this configuration"
                     entry = {
@@ -474,6 +491,8 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
                     entry["target_ratio"] = TARGETS.get(f"decode_{name}_vs_{engine}",
                                                         TARGETS[f"decode_vs_{engine}"])
                     benchmarks[f"decode_{shape}_{name}_vs_{engine}"] = compare(entry)
+        _decode_compute_types(runner, settings, benchmarks, shapes, ours, ours_error,
+                              peers["ctranslate2"])
 
     # ---------------------------------------------------------------- bfloat16
     if "bf16" in sections:
@@ -517,7 +536,9 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
 
     # ---------------------------------------------------------------- serving (real model)
     if "serving" in sections:
-        _serving(runner, benchmarks, serving_model, serving_sentences, peak)
+        fast_paths = _serving(runner, benchmarks, serving_model, serving_sentences, peak)
+        if fast_paths is not None:
+            report["fast_paths"] = {fast_paths.pop("cpu_kind"): fast_paths}
 
     if "matmul" in sections and set(sections) - {"matmul"}:
         # The machine is shared: a second peak at the end shows how far its speed moved
@@ -576,7 +597,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
         log(f"serving: skipped, {reason}")
         benchmarks["serving_multi30k_beam4"] = {"metric": "sentences_per_s", "ours": None,
                                                 "peer": None, "skipped": reason}
-        return
+        return None
     prepared = runner.results.get("serving_prepare")
     if prepared is None:
         out = tempfile.mkdtemp(prefix="transformer_tf_serving_")
@@ -586,9 +607,12 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
         if prepared is None:
             benchmarks["serving_multi30k_beam4"] = {"metric": "sentences_per_s", "ours": None,
                                                     "peer": None, "skipped": error}
-            return
+            return None
     shape = common.shape_of_model(json.loads((model_dir / "run_config.json").read_text()))
     args = ["--source", str(source), "--sentences", str(sentences)]
+    reference = common.multi30k_test_2016("de")
+    if reference.exists():
+        args += ["--reference", str(reference)]
     # Lanes: both engines with one thread per operation and `lanes` parts of a call at once.
     in_lanes = ["--intra-op", "1", "--inter-op", str(prepared["lanes"])]
 
@@ -636,6 +660,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
             "peer_name": "CTranslate2 float32, greedy, on the converted checkpoint",
             "ours_error": greedy_error, "ours_chunked_xla_error": greedy_xla_error,
             "peer_missing": peer_greedy_error,
+            "ours_bleu": _get(mine, "bleu"), "peer_bleu": _get(theirs, "bleu"),
             "model_dir": str(model_dir), "checkpoint": prepared.get("checkpoint"),
             "details": {"ours": mine, "peer": theirs, "ours_lanes": mine_lanes,
                         "ours_chunked_xla": mine_xla, "peer_lanes": theirs_lanes},
@@ -667,6 +692,7 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
             "ours_error": ours_error, "peer_missing": peer_error,
             "ours_target_tokens_per_s": _get(mine, "target_tokens_per_s"),
             "peer_target_tokens_per_s": _get(theirs, "target_tokens_per_s"),
+            "ours_bleu": _get(mine, "bleu"), "peer_bleu": _get(theirs, "bleu"),
             "model_dir": str(model_dir), "checkpoint": prepared.get("checkpoint"),
             "details": {"ours": mine, **{f"ours_{v}": r for v, r in variant_runs.items()},
                         "peer": theirs, "peer_lanes": theirs_lanes,
@@ -681,6 +707,120 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
         if batch == 64:
             entry["target_ratio"] = TARGETS["serving_vs_ctranslate2_batch64"]
         benchmarks[f"serving_multi30k_beam4_batch{batch}"] = compare(entry)
+
+    bf16, bf16_error = serve("serving_savedmodel_bf16", "savedmodel", prepared["savedmodel_bf16"])
+    peers = {compute_type: serve(f"serving_ctranslate2_{compute_type}", "ctranslate2",
+                                 prepared["ctranslate2"], "--compute-type", compute_type)
+             for compute_type in CT2_COMPUTE_TYPES
+             if compute_type in prepared["ct2_compute_types"]}
+    ours_by_precision = {"float32": (ours, ours_error), "bfloat16": (bf16, bf16_error)}
+    for batch in (1, 8, 64):
+        for compute_type, (ours_precision, comparison) in CT2_COMPUTE_TYPES.items():
+            mine, mine_error = ours_by_precision[ours_precision]
+            theirs, theirs_error = peers.get(compute_type, (None, (
+                f"CTranslate2 compute_type {compute_type} not supported on this CPU (it "
+                f"lists {', '.join(prepared['ct2_compute_types'])})")))
+            benchmarks[f"serving_multi30k_beam4_batch{batch}_ct2_{compute_type}"] = \
+                _precision_entry(_run_where(mine, batch=batch), mine_error,
+                                 _run_where(theirs, batch=batch), theirs_error,
+                                 f"CTranslate2 {compute_type} on the converted checkpoint",
+                                 comparison, ours_precision, prepared)
+        benchmarks[f"serving_multi30k_beam4_batch{batch}_bf16_vs_float32"] = \
+            _precision_entry(_run_where(bf16, batch=batch), bf16_error,
+                             _run_where(ours, batch=batch), ours_error,
+                             "our float32 export", "like with like: our two precisions",
+                             "bfloat16", prepared, TARGETS["serving_bf16_vs_float32"])
+    flipped, _ = serve("serving_savedmodel_lanes_padding_flipped", "savedmodel",
+                       prepared["savedmodel_lanes_padding_flipped"], *in_lanes)
+    return _fast_paths(prepared, ours, {v: result for v, (result, _) in variants.items()},
+                       flipped)
+
+
+def _precision_entry(mine, mine_error, theirs, theirs_error, peer_name: str,
+                     comparison: str, ours_precision: str, prepared: dict,
+                     target=None) -> dict:
+    """A serving entry of one of our runs against a run in another arithmetic (worker
+    runs of one batch size), with both BLEU scores and what kind of comparison it is."""
+    entry = {"metric": "sentences_per_s", "higher_is_better": True,
+             "ours": _get(mine, "sentences_per_s"), "peer": _get(theirs, "sentences_per_s"),
+             "ours_precision": ours_precision, "comparison": comparison,
+             "ours_bleu": _get(mine, "bleu"), "peer_bleu": _get(theirs, "bleu"),
+             "peer_name": peer_name, "ours_error": mine_error, "peer_missing": theirs_error,
+             "native_bfloat16": prepared.get("native_bfloat16"),
+             "details": {"ours": mine, "peer": theirs}}
+    if ours_precision == "bfloat16" and not prepared.get("native_bfloat16"):
+        entry["note"] = ("this CPU has no native bfloat16: our bfloat16 export ran "
+                         "TensorFlow's emulation (forced)")
+    if target is not None:
+        entry["target_ratio"] = target
+    return compare(entry)
+
+
+def _fast_paths(prepared: dict, ours, variants: dict, flipped) -> dict:
+    """Which inference fast paths paid on this CPU, from serving runs paired in this run:
+    per path its sentences/s with it on over off at each batch size ("on_over_off"),
+    whether the export turns it on by default here ("default_on"), and what was compared.
+    `variants` are the serving section's SavedModel variant results, `flipped` the lanes
+    export with the kernel padding the other way round from the default."""
+    padded = prepared["kernel_padding_default"]
+    pairs = {  # path -> (on, off, default_on, what)
+        "chunking": (ours, variants.get("unchunked"), True,
+                     "default export (chunks sorted by length) / unchunked"),
+        "lanes": (variants.get("lanes"), ours, False,
+                  f"{prepared['lanes']} lanes (intra-op 1) / one search"),
+        "xla": (variants.get("chunked_xla"), ours, False,
+                "chunked XLA export / default export"),
+        "kernel_padding": ((variants.get("lanes"), flipped) if padded
+                           else (flipped, variants.get("lanes"))) + (
+            padded, "lanes export with padded / plain kernels"),
+    }
+    paths = {}
+    for path, (on, off, default_on, what) in pairs.items():
+        paths[path] = {"default_on": default_on, "compared": what, "on_over_off": {
+            f"batch{batch}": _ratio(_get(_run_where(on, batch=batch), "sentences_per_s"),
+                                    _get(_run_where(off, batch=batch), "sentences_per_s"))
+            for batch in (1, 8, 64)}}
+    return {"cpu_kind": prepared["cpu_kind"], "matmul_library": prepared["matmul_library"],
+            "paths": paths}
+
+
+def _decode_args(settings, shapes) -> list[str]:
+    """decode_tf's arguments of the bf16 section (XLA off) and of `_decode_compute_types`."""
+    return ["--shapes", ",".join(shapes), "--beams", "1,4", "--xla-modes", "off",
+            *_repeat_args(settings["decode"])]
+
+
+def _decode_compute_types(runner, settings, benchmarks, shapes, ours, ours_error,
+                          ct2) -> None:
+    """decode_<shape>_<search>_vs_ctranslate2_<type>: CTranslate2 in each of
+    CT2_COMPUTE_TYPES that the CPU runs against our search in the same arithmetic
+    (mixed_bfloat16 for the bfloat16 types, run here when one of them ran) or, for the
+    int8 types, named as the gap."""
+    ct2_result, ct2_error = ct2
+    ran = {run.get("compute_type") for run in (ct2_result or {}).get("runs", [])}
+    bf16 = (None, "no CTranslate2 bfloat16 type ran")
+    if ran & {t for t, (ours_precision, _) in CT2_COMPUTE_TYPES.items()
+              if ours_precision == "bfloat16"}:
+        bf16 = runner.run("decode_tf_mixed_bfloat16", "decode_tf",
+                          [*_decode_args(settings, shapes), "--precision", "mixed_bfloat16"])
+    for shape in shapes:
+        for beam, name in ((1, "greedy"), (4, "beam4")):
+            for compute_type, (ours_precision, comparison) in CT2_COMPUTE_TYPES.items():
+                mine, mine_error = bf16 if ours_precision == "bfloat16" else (ours, ours_error)
+                theirs = _run_where(ct2_result, shape=shape, beam=beam,
+                                    compute_type=compute_type)
+                missing = ct2_error or (None if theirs is not None else
+                                        f"CTranslate2 compute_type {compute_type} not "
+                                        "supported on this CPU")
+                mine = _run_where(mine, shape=shape, beam=beam, xla=False)
+                benchmarks[f"decode_{shape}_{name}_vs_ctranslate2_{compute_type}"] = compare({
+                    "metric": "output_tokens_per_s", "higher_is_better": True,
+                    "ours": _get(mine, "output_tokens_per_s"),
+                    "peer": _get(theirs, "output_tokens_per_s"),
+                    "ours_precision": ours_precision, "comparison": comparison,
+                    "peer_name": f"CTranslate2 {compute_type} (Marian, random weights)",
+                    "ours_error": mine_error, "peer_missing": missing,
+                    "details": {"ours": mine, "peer": theirs}})
 
 
 def _bfloat16(runner, settings, benchmarks, shapes, train_results) -> None:
@@ -699,10 +839,9 @@ def _bfloat16(runner, settings, benchmarks, shapes, train_results) -> None:
         benchmarks[f"train_{shape}_bf16_vs_float32"] = _versus_float32(
             "target_tokens_per_s", "our training step", (bf16, bf16_error),
             (float32, float32_error))
-    decode_args = ["--shapes", ",".join(shapes), "--beams", "1,4", "--xla-modes", "off",
-                   *_repeat_args(settings["decode"])]
     by_precision = {precision: runner.run(f"decode_tf_{precision}", "decode_tf",
-                                          [*decode_args, "--precision", precision])
+                                          [*_decode_args(settings, shapes), "--precision",
+                                           precision])
                     for precision in ("float32", "mixed_bfloat16")}
 
     (float32, float32_error), (bf16, bf16_error) = (by_precision["float32"],

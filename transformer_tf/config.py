@@ -29,6 +29,11 @@ OPTIMIZERS = ("adam", "nesterov")
 WORD_LOSSES = ("token", "any")
 # Keras dtype policies a run can train in ("auto": chosen by device, training/precision.py).
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+# The arithmetic an inference model (a serving export, a model rebuilt from one) runs in,
+# by name, and the Keras dtype policy that gives it: "bfloat16" keeps float32 variables,
+# runs the products in bfloat16 and softmax, layer norm, log-probabilities and the beam's
+# scores in float32 (the layers and the search cast up where they need it).
+SERVING_PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 # How a run's warm-up, dropouts and label smoothing are chosen (training/recipe_plan.py).
 RECIPES = ("preset", "planned")
 

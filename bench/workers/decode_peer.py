@@ -2,19 +2,24 @@
 
     python bench/workers/decode_peer.py --engine {ctranslate2,hf} --shapes base,multi30k
         --beams 1,4 [--batch 32 --source-len 32 --output-len 32 --warmup 1 --repeats 3]
+        [--compute-types float32,int8,int8_float32,int8_bfloat16,bfloat16]
 
 Same work as bench/workers/decode_tf.py: `batch` random sources of `source_len` tokens
 (the last one EOS), exactly `output_len` output tokens each (EOS suppressed until then:
 CTranslate2 `min_decoding_length`, HF `min_new_tokens`), greedy (beam 1) or beam search.
 
 - ctranslate2: the Marian model (bench/marian_peer.py) converted in this process to a
-  float32 CTranslate2 model; `Translator(device="cpu", compute_type="float32",
-  intra_threads=2, inter_threads=1)`, `translate_batch` on the whole batch.
+  float32 CTranslate2 model; `Translator(device="cpu", compute_type=T, intra_threads=2,
+  inter_threads=1)` for each T of --compute-types that
+  `ctranslate2.get_supported_compute_types("cpu")` lists (the others are reported under
+  "unsupported_compute_types"), `translate_batch` on the whole batch. Each run records
+  its "compute_type" (the hf peer's: float32).
 - hf: `MarianMTModel.generate` (KV cache on, `torch.set_num_threads(2)`, no_grad).
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import tempfile
 from pathlib import Path
@@ -37,7 +42,12 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-seconds", type=float, default=None)
+    parser.add_argument("--compute-types", default="float32",
+                        help="ctranslate2: comma-separated compute types (default float32)")
     args = parser.parse_args(argv)
+    compute_types = common.csv_list(args.compute_types)
+    if args.engine == "hf" and compute_types != ["float32"]:
+        parser.error("--compute-types: the hf peer runs float32 only")
     b, length = args.batch, args.output_len
     report = {"benchmark": "decode", "engine": args.engine,
               "load_average_start": common.load_average(), "runs": []}
@@ -56,6 +66,9 @@ def main(argv=None):
 
         report["versions"]["ctranslate2"] = ctranslate2.__version__
         report["threads"] = {"intra_threads": common.THREADS, "inter_threads": 1}
+        supported = ctranslate2.get_supported_compute_types("cpu")
+        report["unsupported_compute_types"] = [t for t in compute_types if t not in supported]
+        compute_types = [t for t in compute_types if t in supported]
     else:
         report["threads"] = {"torch": torch.get_num_threads()}
 
@@ -72,16 +85,18 @@ def main(argv=None):
             model_dir = marian_peer.convert_to_ctranslate2(model, shape,
                                                            Path(scratch.name) / "ct2")
             del model
-            translator = ctranslate2.Translator(
-                model_dir, device="cpu", compute_type="float32",
-                intra_threads=common.THREADS, inter_threads=1)
             tokens = marian_peer.vocabulary(shape)
             batch = [[tokens[i] for i in row] for row in source]
         else:
             input_ids = torch.from_numpy(source).long()
             attention_mask = torch.ones_like(input_ids)
 
-        for beam in common.csv_list(args.beams, int):
+        for compute_type, beam in itertools.product(compute_types,
+                                                    common.csv_list(args.beams, int)):
+            if args.engine == "ctranslate2":
+                translator = ctranslate2.Translator(
+                    model_dir, device="cpu", compute_type=compute_type,
+                    intra_threads=common.THREADS, inter_threads=1)
             lengths = []
             if args.engine == "ctranslate2":
                 def run(beam=beam):
@@ -99,6 +114,7 @@ def main(argv=None):
                     lengths[:] = [out.shape[1] - 1] * b  # minus the decoder start token
 
             result = {"shape": shape.name, "beam": beam, "batch": b,
+                      "compute_type": compute_type,
                       "source_len": args.source_len, "output_len": length,
                       "model_params": model_params, "load_average_start": common.load_average()}
             timing = common.time_calls(run, args.repeats, warmup=args.warmup,
@@ -111,7 +127,7 @@ def main(argv=None):
                 timing, shape, b, args.source_len, length, beam))
             report["runs"].append(result)
         if scratch is not None:
-            del translator
+            translator = None  # (released before its directory goes)
             scratch.cleanup()
     common.emit(report)
 

@@ -1,7 +1,8 @@
 """Worker: end-to-end serving on real sentences, text in and text out.
 
     python bench/workers/serving.py --engine {savedmodel,ctranslate2} --model DIR
-        --source FILE [--sentences 1000 --batch-sizes 1,8,64 --max-seconds S]
+        --source FILE [--reference FILE --sentences 1000 --batch-sizes 1,8,64
+        --max-seconds S --compute-type float32]
 
 - savedmodel: `tf.saved_model.load(DIR).signatures["serving_default"]` (tokenisation, beam
   search and detokenisation in the graph, as TF Serving runs it; beam and alpha are those
@@ -10,8 +11,11 @@
 - ctranslate2: the CTranslate2 export of the same checkpoint (scripts/export_ctranslate2.py)
   through `CTranslate2Translator`: sentencepiece in Python, `translate_batch`, sentencepiece
   back; intra_threads --intra-op, inter_threads --inter-op (a call then cut into that many
-  sub-batches translated at once); the same beam, alpha mapped by `ct2_length_penalty`
-  (transformer_tf/export/ctranslate2.py).
+  sub-batches translated at once), in --compute-type (float32; int8, int8_float32,
+  int8_bfloat16, bfloat16 where `ctranslate2.get_supported_compute_types("cpu")` lists
+  them); the same beam, alpha mapped by `ct2_length_penalty`
+  (transformer_tf/export/ctranslate2.py). A SavedModel's arithmetic is its export's
+  ("precision" in its assets, reported as "compute_type").
 
 The first `--sentences` lines of `--source`, in file order (requests as they arrive, not
 sorted by length), cut into consecutive batches of each size; every batch is one call.
@@ -21,7 +25,9 @@ that bucket (an XLA export compiles on the first request of each chunk shape and
 length bucket). Target tokens = sentencepiece pieces of the output text + 1 (the EOS),
 source tokens likewise of the input, counted the same way for both engines. Batch 1 also
 gives the latency percentiles of its calls. With --max-seconds a batch size stops after
-that many timed seconds (the figures then cover the sentences done).
+that many timed seconds (the figures then cover the sentences done). With --reference
+(the translations of --source, line by line) each batch size also gives the sacreBLEU
+of the sentences it translated ("bleu", the default 13a tokenization).
 """
 from __future__ import annotations
 
@@ -67,21 +73,27 @@ def savedmodel_engine(model_dir: str, intra_op: int, inter_op: int):
         return [t.decode("utf-8") for t in out]
 
     info = read_export_info(model_dir)
-    return translate, read_bpe_model(model_dir), info["decoding"], {"tensorflow": tf.__version__}
+    return (translate, read_bpe_model(model_dir), info["decoding"],
+            {"tensorflow": tf.__version__}, info.get("precision", "float32"))
 
 
-def ctranslate2_engine(model_dir: str, intra_op: int, inter_op: int):
+def ctranslate2_engine(model_dir: str, intra_op: int, inter_op: int,
+                       compute_type: str = "float32"):
     import ctranslate2
 
     from transformer_tf.export.ctranslate2 import (BPE_MODEL, CTranslate2Translator,
                                                    ct2_length_penalty)
 
+    supported = ctranslate2.get_supported_compute_types("cpu")
+    if compute_type not in supported:
+        raise SystemExit(f"--compute-type {compute_type}: not supported by this CPU "
+                         f"(ctranslate2 lists {', '.join(sorted(supported))})")
     runner = CTranslate2Translator(model_dir, intra_threads=intra_op, inter_threads=inter_op,
-                                   compute_type="float32")
+                                   compute_type=compute_type)
     decoding = runner.decoding.get_config()
     decoding["ct2_length_penalty"] = ct2_length_penalty(runner.decoding.alpha)
     return (runner.translate, (Path(model_dir) / BPE_MODEL).read_bytes(), decoding,
-            {"ctranslate2": ctranslate2.__version__})
+            {"ctranslate2": ctranslate2.__version__}, compute_type)
 
 
 def main(argv=None):
@@ -97,6 +109,9 @@ def main(argv=None):
     parser.add_argument("--inter-op", type=int, default=1,
                         help="operations (TF) or sub-batches (CTranslate2) run at once "
                              "(default 1)")
+    parser.add_argument("--reference", help="reference translations of --source, for BLEU")
+    parser.add_argument("--compute-type", default="float32",
+                        help="ctranslate2: its compute_type (default float32)")
     parser.add_argument("--warm-up-buckets", action="store_true",
                         help="one untimed call per source length bucket and batch size "
                              "before timing (XLA exports)")
@@ -104,11 +119,18 @@ def main(argv=None):
     report = {"benchmark": "serving", "engine": args.engine,
               "load_average_start": common.load_average(), "runs": []}
     sentences = read_lines(Path(args.source), args.sentences)
-    engine = savedmodel_engine if args.engine == "savedmodel" else ctranslate2_engine
+    references = read_lines(Path(args.reference), args.sentences) if args.reference else None
+    if args.engine == "savedmodel" and args.compute_type != "float32":
+        parser.error("--compute-type: a SavedModel runs in its export's precision")
     started = time.perf_counter()
-    translate, bpe_proto, decoding, versions = engine(args.model, args.intra_op, args.inter_op)
+    if args.engine == "savedmodel":
+        loaded = savedmodel_engine(args.model, args.intra_op, args.inter_op)
+    else:
+        loaded = ctranslate2_engine(args.model, args.intra_op, args.inter_op, args.compute_type)
+    translate, bpe_proto, decoding, versions, compute_type = loaded
     report.update(load_seconds=round(time.perf_counter() - started, 2), decoding=decoding,
-                  versions=versions, intra_op=args.intra_op, inter_op=args.inter_op)
+                  versions=versions, intra_op=args.intra_op, inter_op=args.inter_op,
+                  compute_type=compute_type)
     import sentencepiece  # not transformer_tf.data.bpe: the CT2 worker runs without TF
 
     processor = sentencepiece.SentencePieceProcessor(model_proto=bpe_proto)
@@ -127,11 +149,12 @@ def main(argv=None):
     for batch_size in common.csv_list(args.batch_sizes, int):
         batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
         translate(batches[0])  # warm-up (first call of this shape)
-        times, done, tokens, source_tokens = [], 0, 0, 0
+        times, done, tokens, source_tokens, translations = [], 0, 0, 0, []
         for batch in batches:
             t0 = time.perf_counter()
             outputs = translate(batch)
             times.append(time.perf_counter() - t0)
+            translations += outputs
             done += len(batch)
             tokens += sum(len(ids) + 1 for ids in processor.encode(outputs))
             source_tokens += sum(len(ids) + 1 for ids in processor.encode(batch))
@@ -140,7 +163,12 @@ def main(argv=None):
         total = sum(times)
         run = {"batch": batch_size, "sentences": done, "seconds": round(total, 3),
                "sentences_per_s": done / total, "target_tokens_per_s": tokens / total,
-               "target_tokens": tokens, "source_tokens": source_tokens}
+               "target_tokens": tokens, "source_tokens": source_tokens,
+               "compute_type": compute_type}
+        if references is not None:
+            import sacrebleu
+
+            run["bleu"] = sacrebleu.corpus_bleu(translations, [references[:done]]).score
         if batch_size == 1:
             run.update(latency_p50_ms=1000 * statistics.median(times),
                        latency_p99_ms=1000 * percentile(times, 0.99))

@@ -13,12 +13,19 @@ stops once beam-size hypotheses have finished), DIR/savedmodel_lanes (the defaul
 --lanes lanes, one per thread of the benchmark), DIR/savedmodel_lanes_k_finished (both),
 DIR/ctranslate2 (scripts/export_ctranslate2.py's model), and DIR/savedmodel_greedy,
 DIR/savedmodel_greedy_lanes, DIR/savedmodel_greedy_chunked_xla and DIR/ctranslate2_greedy
-(beam 1, both engines), each as version 1 of its name (DIR/NAME/1, the layout
-the exports require). Prints their paths as JSON.
+(beam 1, both engines), and DIR/savedmodel_bf16 (the default exported with --precision
+bfloat16, forced on a CPU without native bfloat16: there it measures TensorFlow's
+emulation), DIR/savedmodel_lanes_padding_flipped (the lanes export with the kernel
+padding of layers/kernel_layout.py the other way round from this machine's default,
+"kernel_padding_default"), each as version 1 of its name (DIR/NAME/1, the layout the exports require).
+Prints their paths as JSON, with "ct2_compute_types" (what
+`ctranslate2.get_supported_compute_types("cpu")` lists), "native_bfloat16" and
+"cpu_kind" (`runtime.cpu`).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,14 +74,42 @@ def main(argv=None):
         "savedmodel_greedy": {**greedy, **default},
         "savedmodel_greedy_lanes": {**greedy, **default, **lanes},
         "savedmodel_greedy_chunked_xla": {**greedy, **xla},
+        # The bfloat16 export, against CTranslate2's bfloat16 compute types.
+        "savedmodel_bf16": {**beam, **default, "precision": "bfloat16",
+                            "force_precision": True},
     }
     paths = {name: str(export_model_dir(args.model_dir, out / name / "1", overwrite=True,
                                          **overrides))
              for name, overrides in exports.items()}
+    # The kernel padding the other way round (its switch is read once per process).
+    from transformer_tf.layers import kernel_layout
+
+    padding_default = kernel_layout.layout_applies()
+    os.environ[kernel_layout.PADDING_VARIABLE] = "0" if padding_default else "1"
+    kernel_layout.layout_applies.cache_clear()
+    paths["savedmodel_lanes_padding_flipped"] = str(export_model_dir(
+        args.model_dir, out / "savedmodel_lanes_padding_flipped" / "1", overwrite=True,
+        **exports["savedmodel_lanes"]))
+    del os.environ[kernel_layout.PADDING_VARIABLE]
+    kernel_layout.layout_applies.cache_clear()
     for name, overrides in (("ctranslate2", beam), ("ctranslate2_greedy", greedy)):
         paths[name] = str(export_model_dir_ctranslate2(args.model_dir, out / name / "1",
                                                        overwrite=True, **overrides))
+    import ctranslate2
+
+    from transformer_tf.runtime.cpu import (
+        cpu_kind,
+        has_native_bfloat16,
+        matmul_library,
+        read_cpu_flags,
+    )
+
+    flags = read_cpu_flags()
     common.emit({**paths, "lanes": args.lanes, "chunk_size": args.chunk_size,
+                 "ct2_compute_types": sorted(ctranslate2.get_supported_compute_types("cpu")),
+                 "native_bfloat16": has_native_bfloat16(flags), "cpu_kind": cpu_kind(flags),
+                 "kernel_padding_default": padding_default,
+                 "matmul_library": matmul_library(),
                  "xla_chunk_size": args.xla_chunk_size,
                  "checkpoint": pick_checkpoint(args.model_dir),
                  "beam_size": args.beam_size, "alpha": args.alpha,

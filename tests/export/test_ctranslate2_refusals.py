@@ -19,3 +19,13 @@ def test_unconvertible_transformers_are_refused_with_the_field(option, reason):
 
 def test_the_paper_transformer_is_convertible():
     check_convertible("transformer", get_preset("tiny").model)  # raises nothing
+
+
+def test_precision_is_refused_naming_compute_type_and_quantization(capsys):
+    from transformer_tf.cli.export_ctranslate2 import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--model-dir", "run", "--out", "ct2/1", "--precision", "bfloat16"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert "--precision: " in err and "compute_type" in err and "--quantization" in err

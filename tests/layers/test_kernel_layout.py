@@ -193,13 +193,28 @@ def test_projections_the_layout_leaves_alone_are_not_copied(monkeypatch):
                                rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("library, gpus, applies", [("eigen", [], True),
-                                                    ("onednn", [], False),
-                                                    ("eigen", ["GPU:0"], False)])
-def test_the_layout_applies_only_where_eigen_multiplies(monkeypatch, library, gpus, applies):
+AVX2_FLAGS = {"avx", "avx2", "fma"}
+AVX512_FLAGS = AVX2_FLAGS | {"avx512f"}
+
+
+@pytest.mark.parametrize("library, gpus, flags, variable, applies", [
+    ("eigen", [], AVX2_FLAGS, None, True),
+    ("onednn", [], AVX2_FLAGS, None, False),
+    ("eigen", ["GPU:0"], AVX2_FLAGS, None, False),
+    ("eigen", [], AVX512_FLAGS, None, False),  # not measured there: the plain kernels
+    ("eigen", [], AVX512_FLAGS, "1", True),  # the benchmark's switch, both ways
+    ("eigen", [], AVX2_FLAGS, "0", False),
+])
+def test_the_layout_applies_only_where_it_was_measured_to_pay(monkeypatch, library, gpus,
+                                                               flags, variable, applies):
     monkeypatch.undo()  # the real decision, with its inputs faked
     monkeypatch.setattr(kernel_layout, "matmul_library", lambda: library)
+    monkeypatch.setattr(kernel_layout, "read_cpu_flags", lambda: flags)
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: gpus)
+    if variable is None:
+        monkeypatch.delenv(kernel_layout.PADDING_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(kernel_layout.PADDING_VARIABLE, variable)
     kernel_layout.layout_applies.cache_clear()
     try:
         assert kernel_layout.layout_applies() is applies

@@ -133,3 +133,15 @@ def test_the_model_name_is_the_first_processors(tmp_path, monkeypatch):
     assert cpu.cpu_model_name() == "AMD EPYC 9B14"
     monkeypatch.setattr(cpu.platform, "processor", lambda: "x86_64")
     assert cpu.cpu_model_name(tmp_path / "absent") == "x86_64"
+
+
+@pytest.mark.parametrize("flags, kind", [
+    ("fpu sse2 avx avx2 fma avx512f avx512_bf16 amx_tile amx_bf16", "AMX"),
+    ("fpu sse2 avx avx2 fma avx512f avx512_vnni avx512_bf16", "AVX512-BF16"),
+    ("fpu sse2 avx avx2 fma avx512f", "AVX-512"),
+    ("fpu sse2 avx avx2 fma", "AVX2"),
+    ("fpu sse2 avx avx2", "other"),  # AVX2 without FMA
+    ("", "other"),
+])
+def test_cpu_kind_names_the_newest_fast_path_instructions(flags, kind):
+    assert cpu.cpu_kind(set(flags.split())) == kind and kind in cpu.CPU_KINDS

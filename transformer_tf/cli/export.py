@@ -10,6 +10,8 @@ Examples:
   python scripts/export.py --model-dir runs/multi30k_en_de/model --out saved_models/en_de/1
   python scripts/export.py --ensemble runs/seed1/model runs/seed2/model \
       --out saved_models/en_de_ensemble/1
+  python scripts/export.py --model-dir runs/multi30k_en_de/model --precision bfloat16 \
+      --out saved_models/en_de_bf16/1
 """
 import argparse
 import logging
@@ -18,7 +20,7 @@ import sys
 from transformer_tf.cli.arguments import add_version_flag, non_negative_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_search_flags
-from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
+from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS, SERVING_PRECISIONS
 from transformer_tf.runtime import console
 
 
@@ -64,6 +66,15 @@ def main(argv=None):
                         help="export the ids-in, ids-out variant without the tokenizer, for "
                              "servers without tensorflow-text ops (clients tokenize with "
                              "OUT/assets.extra/bpe.model)")
+    parser.add_argument("--precision", choices=tuple(SERVING_PRECISIONS), default="float32",
+                        help="the signatures' arithmetic: bfloat16 multiplies in bfloat16 "
+                             "(weights stored so) with softmax, layer norm and scores in "
+                             "float32; for GPUs and CPUs with AVX512-BF16 or AMX-BF16, "
+                             "refused elsewhere unless --force-precision (default "
+                             "%(default)s)")
+    parser.add_argument("--force-precision", action="store_true",
+                        help="export --precision bfloat16 on a machine without native "
+                             "bfloat16 (for another machine, or to test it)")
     parser.add_argument("--no-warmup", dest="warmup", action="store_false",
                         help="write no TF Serving warm-up requests (OUT/assets.extra/"
                              "tf_serving_warmup_requests: 2 requests, or with --xla one per "
@@ -87,7 +98,8 @@ def _run(args) -> int:
                "max_batch_rows": args.max_batch_rows, "beam_size": args.beam_size,
                "alpha": args.alpha, "max_extra_length": args.max_extra_length,
                "chunk_size": args.chunk_size, "lanes": args.lanes, "xla": args.xla,
-               "stopping": args.stopping}
+               "stopping": args.stopping, "precision": args.precision,
+               "force_precision": args.force_precision}
     if args.ensemble:
         path = export_ensemble(args.ensemble, args.out, args.overwrite, **options)
     else:

@@ -8,6 +8,12 @@ transformer_tf.json (decoding settings), atomically into a version directory NAM
 model, deleted once the new one is in place. Only the Transformer family converts.
 Needs the ctranslate2 package (the [ctranslate2] extra: pip install 'ctranslate2==4.8.*').
 
+There is no --precision here: --quantization sets the weights' storage type, and
+CTranslate2 chooses its arithmetic when it loads the model
+(`ctranslate2.Translator(..., compute_type=...)`: float32, int8, int8_float32, and on
+CPUs with native bfloat16 bfloat16 and int8_bfloat16; `ctranslate2.
+get_supported_compute_types("cpu")` lists this machine's).
+
 Run it text in, text out with transformer_tf.export.ctranslate2.CTranslate2Translator, or
 with ctranslate2.Translator on sentencepiece pieces (the model appends </s> itself). Its
 length_penalty differs from our GNMT alpha: bench/README.md has the closest setting.
@@ -33,13 +39,20 @@ def main(argv=None):
                              "integer)")
     parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
     add_search_flags(parser, "the run's", purpose="recorded for the runner")
-    parser.add_argument("--quantization", choices=["int8", "int8_float32", "int16"],
-                        help="store quantized weights (default: float32, exact)")
+    parser.add_argument("--quantization",
+                        choices=["int8", "int8_float32", "int16", "bfloat16", "int8_bfloat16"],
+                        help="store the weights in this type (default: float32, exact); "
+                             "the arithmetic is the loader's compute_type")
+    parser.add_argument("--precision", help=argparse.SUPPRESS)  # refused below, with the way
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing version (only a CTranslate2 model)")
     console.add_verbose_flag(parser)
     add_version_flag(parser)
     args = parser.parse_args(argv)
+    if args.precision is not None:
+        parser.error("--precision: a CTranslate2 model's arithmetic is chosen when it is "
+                     "loaded (ctranslate2.Translator(compute_type=...), e.g. bfloat16 or "
+                     "int8_bfloat16); store its weights so with --quantization")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):
         return run_command(_run, args, verbose=args.verbose, also=(ImportError,))

@@ -109,6 +109,11 @@ def _run(args) -> int:
     streaming = args.src is not None or args.output is not None
     # Before the model loads: an existing --output is refused or resumed at once.
     skip = check_output(args.src, args.output, args.resume, output_format) if streaming else 0
+    if args.model and not args.quiet:
+        from transformer_tf.inference.loading import read_export_info
+
+        precision = read_export_info(args.model).get("precision", "float32")
+        print(f"precision: {precision} (as exported)", file=sys.stderr)
     if not (args.model or args.checkpoint):
         from transformer_tf.inference.loading import default_checkpoint
         for model_dir in args.ensemble or [args.model_dir]:

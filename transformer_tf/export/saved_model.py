@@ -26,6 +26,13 @@ read back by transformer_tf.inference.loading, and holds TF Serving's warm-up re
 (`tf_serving_warmup_requests`, transformer_tf.export.warmup), replayed by TF Serving when
 it loads the version.
 
+`precision` ("float32", the default, or "bfloat16": `export.precision`) is the
+arithmetic the signatures run in. A bfloat16 export keeps the model's variables in
+float32 and its laid-out inference kernels in bfloat16, multiplies in bfloat16 and keeps
+softmax, layer norm, log-probabilities and the beam's scores in float32; its signatures
+are the float32 export's. assets.extra/transformer_tf.json records it as "precision"
+(the compute dtype of the exported model).
+
 Training runs decoded together (`export_ensemble`, a `models.ensemble.Ensemble` of runs
 that share one tokenizer) are exported the same way, with the same signatures.
 
@@ -52,6 +59,7 @@ import pathlib
 import tensorflow as tf
 
 from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
+from transformer_tf.export.precision import check_export_precision
 from transformer_tf.export.versions import SAVED_MODEL, prepare_out_dir, write_version
 from transformer_tf.export.warmup import (
     WARMUP_FILE,
@@ -65,6 +73,7 @@ from transformer_tf.inference.loading import (
     EXTRA_DIR,
     load_ensemble,
     load_trained,
+    model_precision,
 )
 from transformer_tf.inference.parser import Parser
 from transformer_tf.inference.translator import Translator
@@ -142,6 +151,7 @@ def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
                    "max_source_tokens": translator.max_source_tokens,
                    "variant": "ids" if ids_only else "text",
                    "max_batch_rows": translator.max_batch_rows,
+                   "precision": model_precision(model),
                    **(info or {})}
     (extra / EXPORT_INFO).write_text(json.dumps(description, indent=2, sort_keys=True))
     if warmup:
@@ -156,18 +166,23 @@ def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
 def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
                      ids_only: bool = False, parser: bool | None = None, warmup: bool = True,
                      max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
+                     precision: str = "float32", force_precision: bool = False,
                      **decoding_overrides) -> pathlib.Path:
     """Export a training run (averaged checkpoint if present) with its decoding settings,
     where `decoding_overrides` (beam_size=, alpha=, max_extra_length=, grammar=, stopping=,
     chunk_size=, lanes=, xla=; None = keep) do not replace them; `ids_only`: the core-ops
     variant; `max_batch_rows`: rows per request the signatures accept (0: no limit);
+    `precision`: "float32" or "bfloat16", the latter refused on a machine without native
+    bfloat16 unless `force_precision` (`export.precision.check_export_precision`);
     `parser`: export as a Parser (sentences in, trees out); None: when the run was
     trained to decode with the "tree" grammar (the parsing presets; whatever `grammar=`
     overrides it with), unless `ids_only`."""
     check_max_batch_rows(max_batch_rows)
+    check_export_precision(precision, force_precision)
     check_out_dir(out_dir, overwrite, model_dir)  # before the minutes of loading and tracing
     parser = _as_parser(parser, model_dir, ids_only)
-    model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
+    model, tokenizer, run, path = load_trained(model_dir, checkpoint, precision=precision,
+                                               **decoding_overrides)
     return _export_loaded(Translator(model, tokenizer, run.decoding), out_dir, overwrite,
                           {"checkpoint": str(path), "preset": run.preset}, ids_only, parser,
                           warmup, max_batch_rows, model_dir)
@@ -176,6 +191,7 @@ def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = Fals
 def export_ensemble(model_dirs, out_dir, overwrite: bool = False, ids_only: bool = False,
                     parser: bool | None = None, warmup: bool = True,
                     max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
+                    precision: str = "float32", force_precision: bool = False,
                     **decoding_overrides) -> pathlib.Path:
     """Export training runs decoded together (`inference.loading.load_ensemble`: one
     tokenizer, each run at its default checkpoint) as one SavedModel with the signatures
@@ -185,10 +201,12 @@ def export_ensemble(model_dirs, out_dir, overwrite: bool = False, ids_only: bool
     members' configs ("model") and each run's directory and checkpoint ("runs")."""
     model_dirs = [str(d) for d in model_dirs]
     check_max_batch_rows(max_batch_rows)
+    check_export_precision(precision, force_precision)
     # Before the minutes of loading and tracing; `out_dir` inside any run is refused.
     check_out_dir(out_dir, overwrite, model_dirs[0])
     parser = _as_parser(parser, model_dirs[0], ids_only)
-    model, tokenizer, run, paths = load_ensemble(model_dirs, **decoding_overrides)
+    model, tokenizer, run, paths = load_ensemble(model_dirs, precision=precision,
+                                                 **decoding_overrides)
     info = {"runs": [{"model_dir": d, "checkpoint": str(p)}
                      for d, p in zip(model_dirs, paths)]}
     return _export_loaded(Translator(model, tokenizer, run.decoding), out_dir, overwrite,

@@ -4,7 +4,8 @@ exported SavedModel (whose layout `transformer_tf.export.saved_model` writes).
 A SavedModel written by transformer_tf carries, besides the graph and variables,
 `assets.extra/transformer_tf.json` (family, model and decoding configs) and
 `assets.extra/bpe.model` (the tokenizer), so tools can rebuild the model with other
-search settings. TF Serving ignores assets.extra.
+search settings, in the arithmetic it was exported in ("precision", `SERVING_PRECISIONS`;
+"float32" where not recorded). TF Serving ignores assets.extra.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import json
 import logging
 import pathlib
 
-from transformer_tf.config import DecodingConfig
+from transformer_tf.config import SERVING_PRECISIONS, DecodingConfig
 from transformer_tf.data.bpe import make_tokenizer
 from transformer_tf.inference.translator import Translator
 from transformer_tf.models.ensemble import Ensemble, build_ensemble
@@ -26,6 +27,21 @@ logger = logging.getLogger(__name__)
 EXPORT_INFO = "transformer_tf.json"
 BPE_MODEL = "bpe.model"
 EXTRA_DIR = "assets.extra"
+
+
+def serving_dtype_policy(precision: str) -> str:
+    """The Keras dtype policy of an inference model in `precision` (a SERVING_PRECISIONS
+    name); ValueError naming the choices otherwise."""
+    if precision not in SERVING_PRECISIONS:
+        raise ValueError(f"--precision: expected one of {', '.join(SERVING_PRECISIONS)}, "
+                         f"got {precision!r}")
+    return SERVING_PRECISIONS[precision]
+
+
+def model_precision(model) -> str:
+    """The arithmetic `model` runs in: its compute dtype's name ("float32", "bfloat16");
+    an ensemble's is its first member's."""
+    return getattr(model, "members", [model])[0].compute_dtype
 
 
 def pick_checkpoint(model_dir, checkpoint=None) -> str:
@@ -92,16 +108,19 @@ def run_decoding(model_dir, run: model_dir_lib.RunConfig) -> DecodingConfig:
     return run.decoding.with_overrides(**chosen.overrides()) if chosen else run.decoding
 
 
-def load_trained(model_dir, checkpoint=None, **decoding_overrides):
+def load_trained(model_dir, checkpoint=None, precision: str = "float32",
+                 **decoding_overrides):
     """(model, tokenizer, run_config, checkpoint_path) of a training run's model directory;
     the run's decoding settings (`run_decoding`) with `decoding_overrides` (beam_size=,
-    alpha=, max_extra_length=; None = keep), checked before anything is loaded. Reads only
-    the model directory (its run config, choices, tokenizer and checkpoints)."""
+    alpha=, max_extra_length=; None = keep), checked before anything is loaded; the model
+    computes in `precision` (`serving_dtype_policy`). Reads only the model directory (its
+    run config, choices, tokenizer and checkpoints)."""
+    policy = serving_dtype_policy(precision)
     run = model_dir_lib.read_run_config(model_dir)
     run = dataclasses.replace(
         run, decoding=run_decoding(model_dir, run).with_overrides(**decoding_overrides))
     path = pick_checkpoint(model_dir, checkpoint)
-    model = build_model(run.family, run.model)
+    model = build_model(run.family, run.model, dtype=policy)
     checkpoints.load_weights(model, path)
     tokenizer = make_tokenizer(model_dir_lib.read_tokenizer_proto(model_dir))
     return model, tokenizer, run, path
@@ -136,14 +155,16 @@ def check_ensemble_runs(model_dirs) -> None:
                     f"{theirs!r}; ensemble members must translate the same language pair")
 
 
-def load_ensemble(model_dirs, **decoding_overrides):
+def load_ensemble(model_dirs, precision: str = "float32", **decoding_overrides):
     """(ensemble, tokenizer, run_config, checkpoint paths) of training runs decoded
     together (`models.ensemble.Ensemble`), each run at its default checkpoint
-    (`default_checkpoint`). The runs are checked first (`check_ensemble_runs`); the
-    decoding settings are the first run's with `decoding_overrides` (None = keep)."""
+    (`default_checkpoint`), computing in `precision`. The runs are checked first
+    (`check_ensemble_runs`); the decoding settings are the first run's with
+    `decoding_overrides` (None = keep)."""
     model_dirs = [str(d) for d in model_dirs]
     check_ensemble_runs(model_dirs)
-    loaded = [load_trained(model_dir, **decoding_overrides) for model_dir in model_dirs]
+    loaded = [load_trained(model_dir, precision=precision, **decoding_overrides)
+              for model_dir in model_dirs]
     _, tokenizer, run, _ = loaded[0]
     members, paths = [model for model, *_ in loaded], [path for *_, path in loaded]
     return Ensemble(members), tokenizer, run, paths
@@ -162,15 +183,18 @@ def read_bpe_model(saved_model_dir) -> bytes:
 
 
 def model_from_saved_model(saved_model_dir):
-    """(model, tokenizer, export_info): the model rebuilt from a SavedModel's variables."""
+    """(model, tokenizer, export_info): the model rebuilt from a SavedModel's variables, in
+    the precision it was exported in."""
     saved_model_dir = pathlib.Path(saved_model_dir)
     info = read_export_info(saved_model_dir)
+    policy = serving_dtype_policy(info.get("precision", "float32"))
     if info.get("family") == Ensemble.family:
-        model = build_ensemble(info["model"])
+        model = build_ensemble(info["model"], dtype=policy)
     elif "family" in info:
-        model = build_model(info["family"], info["model"])
+        model = build_model(info["family"], info["model"], dtype=policy)
     else:  # exported before the format recorded the family
-        model = build_model(DEFAULT_FAMILY, model_dir_lib.upgrade_format_1_model(info["model"]))
+        model = build_model(DEFAULT_FAMILY, model_dir_lib.upgrade_format_1_model(info["model"]),
+                            dtype=policy)
     checkpoints.load_weights(model, saved_model_dir / "variables" / "variables")
     return model, make_tokenizer(read_bpe_model(saved_model_dir)), info
 

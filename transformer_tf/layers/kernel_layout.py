@@ -12,9 +12,12 @@ which the next product of a pair consumes through as many zero rows of its own k
 (`pad_input_rows`; the feed-forward network's two products). The extra columns hold
 exact zeros, so only the order in which a kernel's sums are rounded can differ.
 
-Only Eigen's products were measured so: the layout applies where Eigen runs them (an
-x86-64 CPU, no GPU visible, oneDNN off: `runtime.cpu.matmul_library`) and leaves the
-kernels of GPUs and oneDNN CPUs as they are (`layout_applies`).
+The layout applies only where it was measured to pay: `PADDING_PAYS` lists the (matrix
+library, CPU kind) pairs (`runtime.cpu.matmul_library`, `runtime.cpu.cpu_kind`; the
+table of docs/performance.md says where each was measured). GPUs, oneDNN CPUs and CPU
+kinds not measured keep their kernels as they are (`layout_applies`).
+$TRANSFORMER_TF_KERNEL_PADDING ("1" on, "0" off) overrides the table, to measure it on
+another CPU (bench/run_all.py's serving section pairs the two in one run).
 
 Training keeps the plain kernels: the copy would be one more op per step on every
 device, and the re-laid kernels are only ever read, never trained.
@@ -22,22 +25,42 @@ device, and the re-laid kernels are only ever read, never trained.
 from __future__ import annotations
 
 import functools
+import os
 
 import tensorflow as tf
 
-from transformer_tf.runtime.cpu import matmul_library
+from transformer_tf.runtime.cpu import cpu_kind, matmul_library, read_cpu_flags
 
 # Widths that are multiples of this many elements are padded.
 SLOW_WIDTH_MULTIPLE = 512
 # Zero columns added to such a width (64 bytes in float32: one cache line).
 PADDING = 16
+# (matrix library, CPU kind) where the padding was measured to pay.
+PADDING_PAYS = {("eigen", "AVX2")}
+PADDING_VARIABLE = "TRANSFORMER_TF_KERNEL_PADDING"
 
 
 @functools.cache
+def _padding_pays() -> bool:
+    value = os.environ.get(PADDING_VARIABLE, "").strip()
+    if value in ("0", "1"):
+        return value == "1"
+    if tf.config.list_physical_devices("GPU"):
+        return False
+    return (matmul_library(), cpu_kind(read_cpu_flags())) in PADDING_PAYS
+
+
+# Plain Python when traced: AutoGraph would call the cache's wrapper with itself as an
+# argument.
+@tf.autograph.experimental.do_not_convert
 def layout_applies() -> bool:
-    """True where Eigen runs this process's matrix products on the CPU: no GPU is
-    visible and `matmul_library()` is "eigen" (decided once per process)."""
-    return not tf.config.list_physical_devices("GPU") and matmul_library() == "eigen"
+    """True where the padding pays: $TRANSFORMER_TF_KERNEL_PADDING when set ("1" / "0"),
+    else no GPU is visible and (`matmul_library()`, this CPU's kind) is in PADDING_PAYS
+    (decided once per process; `layout_applies.cache_clear()` decides again)."""
+    return _padding_pays()
+
+
+layout_applies.cache_clear = _padding_pays.cache_clear
 
 
 def laid_out_width(width: int) -> int:

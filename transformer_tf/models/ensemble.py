@@ -146,9 +146,10 @@ class Ensemble(Seq2SeqModel):
         return any(m.keeps_inference_weights for m in self.members)
 
 
-def build_ensemble(config, name: str = "ensemble") -> Ensemble:
+def build_ensemble(config, name: str = "ensemble", dtype=None) -> Ensemble:
     """An `Ensemble` of freshly built members (untrained weights) from an `EnsembleConfig`
-    or its dict."""
+    or its dict; `dtype`: the members' Keras dtype policy (None: the global one)."""
     if isinstance(config, dict):
         config = EnsembleConfig.from_config(config)
-    return Ensemble([build_model(m["family"], m["model"]) for m in config.members], name=name)
+    return Ensemble([build_model(m["family"], m["model"], dtype=dtype)
+                     for m in config.members], name=name)

@@ -36,11 +36,13 @@ def config_class(family: str):
     return _family(family)[1]
 
 
-def build_model(family: str, config):
-    """A built model of `family` from its config (dataclass or dict)."""
+def build_model(family: str, config, dtype=None):
+    """A built model of `family` from its config (dataclass or dict); `dtype`: its Keras
+    dtype policy (name or policy; None: the global one)."""
     model_class, config_type = _family(family)
     if isinstance(config, dict):
         config = config_type.from_config(config)
-    model = model_class(config)
+    # A family's constructor takes Keras' keyword arguments only if it passes them on.
+    model = model_class(config) if dtype is None else model_class(config, dtype=dtype)
     model.build()
     return model

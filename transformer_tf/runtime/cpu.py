@@ -71,6 +71,25 @@ def has_native_bfloat16(flags: set[str]) -> bool:
     return bool(flags & set(BF16_CPU_FLAGS))
 
 
+# The kinds of CPU the fast paths are measured on (`cpu_kind`), newest first.
+CPU_KINDS = ("AMX", "AVX512-BF16", "AVX-512", "AVX2", "other")
+
+
+def cpu_kind(flags: set[str]) -> str:
+    """The kind of CPU these flags describe, as the fast-path table of docs/performance.md
+    names them: "AMX" (amx_bf16), "AVX512-BF16" (avx512_bf16), "AVX-512" (avx512f),
+    "AVX2" (avx2 and fma), else "other"."""
+    if "amx_bf16" in flags:
+        return "AMX"
+    if "avx512_bf16" in flags:
+        return "AVX512-BF16"
+    if "avx512f" in flags:
+        return "AVX-512"
+    if {"avx2", "fma"} <= flags:
+        return "AVX2"
+    return "other"
+
+
 def onednn_pays_for_training(flags: set[str], machine: str) -> bool:
     """True on an x86-64 CPU with AVX2 and FMA but no AVX-512, where TensorFlow leaves
     oneDNN off and it trains faster (measured, module docstring)."""
