@@ -118,7 +118,7 @@ def other_pair(tiny_multi30k, tmp_path_factory):
     """Prepared data like tiny_multi30k's but another language pair and tokenizer."""
     from transformer_tf.data import bpe
     from transformer_tf.data.corpora import text_file_corpus
-    from transformer_tf.data.prepare import prepare_corpus
+    from transformer_tf.data.prepared_writer import prepare_corpus
 
     files = {split: (tiny_multi30k.files(split).target, tiny_multi30k.files(split).source)
              for split in ("train", "valid")}  # de -> en

@@ -1,6 +1,6 @@
 """Prepare a parallel corpus for training: check it, train a shared BPE model, write DIR.
 
-Argument parsing only; the work is done by `transformer_tf.data.prepare`.
+Argument parsing only; the work is done by `transformer_tf.data.prepared_writer`.
 """
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def _run(args) -> int:
     # Imported after argument parsing: they load TensorFlow, which --help and argument
     # errors need not wait for.
     from transformer_tf.data.bpe import BpeOptions
-    from transformer_tf.data.prepare import prepare_dataset
+    from transformer_tf.data.prepared_writer import prepare_dataset
 
     files = {
         split: (getattr(args, f"{split}_src"), getattr(args, f"{split}_tgt"))

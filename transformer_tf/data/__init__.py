@@ -14,7 +14,7 @@ Modules (those marked TF import TensorFlow):
     bucketing       bucket boundaries and per-bucket batch sizes for a token budget
     length_filter   when a training pair is empty or too long (preparation and tf.data)
     prepared        TF  the prepared directory on disk: format, PreparedData, load_prepared
-    prepare         TF  writing a prepared directory (prepare_corpus, prepare_dataset)
+    prepared_writer TF  writing a prepared directory (prepare_corpus, prepare_dataset)
     transforms      TF  `dataset -> dataset` transforms for `dataset.apply`
     datasets        TF  the entry points make_training_dataset, make_evaluation_dataset
 

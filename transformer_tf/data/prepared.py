@@ -1,6 +1,6 @@
 """The prepared data directory on disk: its layout, `prepared.json`, and the reader.
 
-`transformer_tf.data.prepare` writes such a directory; `load_prepared` reads it back as a
+`transformer_tf.data.prepared_writer` writes such a directory; `load_prepared` reads it back as a
 `PreparedData`.
 
 Layout of a prepared directory (all paths in the JSON are relative to it):

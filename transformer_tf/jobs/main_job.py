@@ -28,7 +28,7 @@ import pathlib
 import tensorflow as tf
 
 from transformer_tf.data import bpe as bpe_lib
-from transformer_tf.data.prepare import prepare_dataset
+from transformer_tf.data.prepared_writer import prepare_dataset
 from transformer_tf.data.prepared import METADATA_FILE, load_prepared
 from transformer_tf.data.textio import CorpusError
 from transformer_tf.evaluation import evaluate
