@@ -63,7 +63,7 @@ def measure(model_dirs: list[str], split: str, limit: int | None, beam_size: int
             alpha: float | None, batch_size: int) -> dict:
     """Rows (one per run, then the ensemble) of BLEU, chrF and decoding seconds, and the
     paired bootstrap of the ensemble against the member with the highest BLEU."""
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.evaluation.paired_bootstrap import bleu_paired_bootstrap
     from transformer_tf.evaluation.scoring import evaluate
     from transformer_tf.evaluation.textfiles import read_lines

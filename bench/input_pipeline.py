@@ -33,7 +33,7 @@ from transformer_tf.config import PAD_ID  # noqa: E402
 from transformer_tf.data import bpe, multi30k, prepared_writer  # noqa: E402
 from transformer_tf.data.bucketing import BucketSpec  # noqa: E402
 from transformer_tf.data.datasets import make_training_dataset  # noqa: E402
-from transformer_tf.data.prepared import load_prepared  # noqa: E402
+from transformer_tf.data.prepared_reader import load_prepared  # noqa: E402
 
 
 def _epoch_stats(dataset) -> dict:

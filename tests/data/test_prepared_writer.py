@@ -10,7 +10,7 @@ from transformer_tf.data import bpe
 from transformer_tf.data.bpe import BpeOptions
 from transformer_tf.data.corpora import text_file_corpus
 from transformer_tf.data.prepared_writer import prepare_corpus
-from transformer_tf.data.prepared import load_prepared
+from transformer_tf.data.prepared_reader import load_prepared
 from transformer_tf.data.textio import CorpusError, InvalidUtf8Error, LineCountMismatchError, iter_lines
 
 

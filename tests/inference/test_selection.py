@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from transformer_tf.data.prepared import load_prepared
+from transformer_tf.data.prepared_reader import load_prepared
 from transformer_tf.inference.loading import load_trained
 from transformer_tf.evaluation import corpus_bleu
 from transformer_tf.inference.selection import DevScore, average_and_choose, compare_on_dev

@@ -163,7 +163,7 @@ def held(run, lock_held_elsewhere):
 
 def test_every_writer_waits_for_the_lock_before_deciding_anything(held, other_pair,
                                                                   tiny_multi30k, tmp_path):
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.inference.selection import average_and_choose
 
     before = snapshot(held)

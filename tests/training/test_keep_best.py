@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.config import ModelConfig
-from transformer_tf.data.prepared import load_prepared
+from transformer_tf.data.prepared_reader import load_prepared
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.loading import load_trained, read_export_info
 from transformer_tf.inference.selection import average_and_choose

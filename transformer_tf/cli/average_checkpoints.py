@@ -63,7 +63,7 @@ def main(argv=None) -> int:
 def _run(args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.inference.selection import average_and_choose
     from transformer_tf.rundir.model_dir import (
         CHOSEN_FILE,

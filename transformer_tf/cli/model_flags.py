@@ -94,7 +94,7 @@ def dump_config(choice: ModelChoice, data_dir: str | None = None,
     """`--dump-config`'s JSON: the resolved configuration, with the data's vocabulary size
     and directory when `data_dir` holds prepared data (else `vocab_size`, if known)."""
     if data_dir is not None:
-        from transformer_tf.data.prepared import load_prepared
+        from transformer_tf.data.prepared_reader import load_prepared
 
         vocab_size = load_prepared(data_dir).vocab_size
     settings = resolved_settings(get_preset(choice.preset), choice.model_overrides,

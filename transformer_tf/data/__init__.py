@@ -13,14 +13,14 @@ Modules (those marked TF import TensorFlow):
     bpe             TF  shared sentencepiece BPE: training, in-graph tokenizer
     bucketing       bucket boundaries and per-bucket batch sizes for a token budget
     length_filter   when a training pair is empty or too long (preparation and tf.data)
-    prepared        TF  the prepared directory on disk: format, PreparedData, load_prepared
+    prepared_reader TF  the prepared directory on disk: format, PreparedData, load_prepared
     prepared_writer TF  writing a prepared directory (prepare_corpus, prepare_dataset)
     transforms      TF  `dataset -> dataset` transforms for `dataset.apply`
     datasets        TF  the entry points make_training_dataset, make_evaluation_dataset
 
 Typical use:
 
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
 
     prepared = load_prepared("/path/to/prepared")        # scripts/prepare_data.py

@@ -1,7 +1,7 @@
 """The two dataset entry points: token-budget training batches, ordered evaluation batches.
 
 `make_training_dataset` and `make_evaluation_dataset` compose the transforms of
-`transformer_tf.data.transforms` over a prepared directory (`prepared.load_prepared`) or
+`transformer_tf.data.transforms` over a prepared directory (`prepared_reader.load_prepared`) or
 a pair of text files; their elements follow the conventions described there.
 
 Token budget and replicas: `tokens_per_batch` is GLOBAL, per side, counting padding: a

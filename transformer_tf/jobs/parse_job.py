@@ -25,7 +25,7 @@ import time
 import tensorflow as tf
 
 from transformer_tf.data.linearise import DEFAULT_LEAVES
-from transformer_tf.data.prepared import METADATA_FILE, load_prepared
+from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
 from transformer_tf.data.treebank import TreebankError
 from transformer_tf.data.treebank_data import gold_path, prepare_treebank
 from transformer_tf.evaluation.evalb import evalb

@@ -185,7 +185,7 @@ def _train_run(recipe: str, steps: int, seed: int, options: RecipeStudyOptions):
 
 
 def _score_run(model_dir: pathlib.Path, options: RecipeStudyOptions) -> dict:
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.inference.selection import average_and_choose
     from transformer_tf.rundir.model_dir import read_run_config
 

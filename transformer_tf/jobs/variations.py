@@ -239,7 +239,7 @@ def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_l
 
 
 def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, seconds: float):
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.inference.selection import score_on_dev
     from transformer_tf.rundir import checkpoints
 
@@ -285,7 +285,7 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
     if base.family != "transformer":
         raise ValueError(f"{options.base_preset!r} is a {base.family} preset; the study varies "
                          "the Transformer")
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
 
     base_model, base_smoothing = base_of_study(options,
                                                load_prepared(options.data_dir).vocab_size)
