@@ -105,7 +105,7 @@ def _run(parser, args) -> int:
         parser.error("--train-minutes 0 needs --epochs or --max-steps")
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.data.treebank import TreebankError
+    from transformer_tf.data.treebank_reader import TreebankError
     from transformer_tf.jobs.parse_job import ParseJobOptions, run_parse_job
 
     options = ParseJobOptions(

@@ -32,7 +32,7 @@ Layout of a prepared directory (all paths in the JSON are relative to it):
       "inputs": {"train": {"source": "/abs/train.en.gz", "target": "..."}, ...}
     }
 
-A treebank prepared for parsing (`transformer_tf.data.treebank_data`) has the same layout
+A treebank prepared for parsing (`transformer_tf.data.treebank_to_prepared`) has the same layout
 with target language "tree" (linearised trees), plus `{split}.gold` (the gold trees) and a
 "treebank" entry in `prepared.json` (split rule, files, labels, gold file names).
 

@@ -1,6 +1,6 @@
 """The parsing job (paper section 6.3) end to end, what scripts/parse_job.py runs:
 
-1. prepare the treebank (`data.treebank_data.prepare_treebank`) into WORK/data;
+1. prepare the treebank (`data.treebank_to_prepared.prepare_treebank`) into WORK/data;
 2. train the preset with `model.fit` within a time budget (WORK/model; TensorBoard logs in
    WORK/model/logs), resuming a run already there;
 3. average up to `average_last` checkpoints from the final part of training and keep the
@@ -26,8 +26,8 @@ import tensorflow as tf
 
 from transformer_tf.data.linearise import DEFAULT_LEAVES
 from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
-from transformer_tf.data.treebank import TreebankError
-from transformer_tf.data.treebank_data import gold_path, prepare_treebank
+from transformer_tf.data.treebank_reader import TreebankError
+from transformer_tf.data.treebank_to_prepared import gold_path, prepare_treebank
 from transformer_tf.evaluation.evalb import evalb
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
