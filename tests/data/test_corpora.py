@@ -13,7 +13,7 @@ from transformer_tf.data.corpora import ParallelCorpus, ParallelFiles, text_file
 from transformer_tf.data.datasets import make_training_dataset
 from transformer_tf.data.prepared_writer import prepare_dataset
 from transformer_tf.data.prepared_reader import load_prepared
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.text_lines import CorpusError
 from transformer_tf.data.wmt import tfds_pairs, wmt14_name, write_tfds_corpus
 
 

@@ -50,7 +50,7 @@ def _run(parser, args) -> int:
         parser.error("search settings can be changed only with --model-dir")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
 
-    from transformer_tf.data.textio import strip_newline
+    from transformer_tf.data.text_lines import strip_newline
     from transformer_tf.inference.parser import parse_lines, parse_lines_saved_model
 
     lines = [strip_newline(raw).decode("utf-8", errors="replace") for raw in sys.stdin.buffer]

@@ -11,7 +11,7 @@ import sys
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.text_lines import CorpusError
 from transformer_tf.runtime import console
 
 DESCRIPTION = f"""\

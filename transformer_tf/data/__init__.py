@@ -1,11 +1,11 @@
 """transformer_tf.data: corpora, shared BPE in the graph, tf.data length bucketing.
 
 This package imports nothing: import the module that defines what you need, so that the
-light modules (textio, corpora, bucketing, multi30k) stay usable without TensorFlow.
+light modules (text_lines, corpora, bucketing, multi30k) stay usable without TensorFlow.
 
 Modules (those marked TF import TensorFlow):
 
-    textio          reading and checking line-aligned text files (UTF-8, line counts, gzip)
+    text_lines      reading and checking line-aligned text files (UTF-8, line counts, gzip)
     corpora         ParallelFiles / ParallelCorpus: file pairs per split
     multi30k        the Multi30k corpus (local copy or checked download)
     multi30k_tfds   TF  Multi30k as a TFDS builder; import it to register "multi30k"

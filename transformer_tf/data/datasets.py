@@ -29,7 +29,7 @@ import tensorflow as tf
 from transformer_tf.data.bucketing import BucketSpec, bucket_boundaries
 from transformer_tf.data.corpora import ParallelFiles
 from transformer_tf.data.length_filter import SPECIAL_TOKENS_PER_SIDE
-from transformer_tf.data.textio import iter_lines
+from transformer_tf.data.text_lines import iter_lines
 from transformer_tf.data.transforms import (
     AUTOTUNE,
     DropCounter,

@@ -50,7 +50,7 @@ from typing import Any
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import ParallelFiles
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.text_lines import CorpusError
 
 FORMAT_VERSION = 1
 METADATA_FILE = "prepared.json"

@@ -38,7 +38,7 @@ from transformer_tf.data.prepared_reader import (
     PreparedData,
     load_prepared,
 )
-from transformer_tf.data.textio import (
+from transformer_tf.data.text_lines import (
     CorpusError,
     iter_lines,
     iter_parallel_lines,

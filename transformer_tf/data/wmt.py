@@ -16,7 +16,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from transformer_tf.data.corpora import ParallelCorpus, ParallelFiles
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.text_lines import CorpusError
 
 logger = logging.getLogger(__name__)
 

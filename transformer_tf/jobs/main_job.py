@@ -30,7 +30,7 @@ import tensorflow as tf
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.prepared_writer import prepare_dataset
 from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.text_lines import CorpusError
 from transformer_tf.evaluation import evaluate
 from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.export.saved_model import export_model_dir
