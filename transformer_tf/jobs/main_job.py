@@ -32,7 +32,7 @@ from transformer_tf.data.prepared_writer import prepare_dataset
 from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
 from transformer_tf.data.text_lines import CorpusError
 from transformer_tf.evaluation import evaluate
-from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator, translate_lines
 from transformer_tf.inference.decoding_choice import choose_decoding, decoding_grid

@@ -29,7 +29,7 @@ from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
 from transformer_tf.data.treebank_reader import TreebankError
 from transformer_tf.data.treebank_to_prepared import gold_path, prepare_treebank
 from transformer_tf.evaluation.evalb import evalb
-from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator
 from transformer_tf.inference.parser import parse_lines

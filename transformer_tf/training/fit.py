@@ -34,7 +34,7 @@ from transformer_tf.data.bucketing import smallest_budget
 from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
 from transformer_tf.data.prepared_reader import load_prepared
 from transformer_tf.data.transforms import DropCounter
-from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
 from transformer_tf.presets import get_preset
 from transformer_tf.rundir import batch_budget, checkpoints, init_source
