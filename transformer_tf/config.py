@@ -446,7 +446,7 @@ class TrainingConfig(_Serialisable):
 
 
 GRAMMARS = ("none", "tree")
-# When a beam search stops before the length limit; see transformer_tf.decoding.search.
+# When a beam search stops before the length limit; see transformer_tf.decoding.beam_and_greedy.
 STOPPING_RULES = ("exact", "k_finished", "never")
 DEFAULT_MAX_BATCH_ROWS = 256  # rows per request an export's signatures accept (0: any)
 
@@ -481,7 +481,7 @@ class DecodingConfig(_Serialisable):
         no alive hypothesis can beat the best finished one (the result of searching to
         the limit; tensor2tensor's rule). "k_finished": once beam_size hypotheses have
         finished (fairseq's and CTranslate2's rule; fewer steps, and it can miss a longer,
-        better-scoring output). See `decoding.search`.
+        better-scoring output). See `decoding.beam_and_greedy`.
     """
 
     beam_size: int = 4

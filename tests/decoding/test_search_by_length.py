@@ -239,8 +239,9 @@ def test_the_lanes_share_one_compiled_search(lanes):
 def test_xla_compiled_chunks_find_the_same_hypotheses():
     """Chunks of 4 rows, sources padded to 8 or 16 positions (the buckets of LENGTHS, up
     to 12), each bucket's search compiled once by XLA. (Greedy search under XLA is checked
-    against the graph in tests/models/test_fast_paths.py and tests/decoding/test_search.py;
-    the chunking around it does not depend on the beam.)"""
+    against the graph in tests/models/test_fast_paths.py and
+    tests/decoding/test_beam_and_greedy.py; the chunking around it does not depend on the
+    beam.)"""
     beam_size, n_best = 3, 2
     model = _transformer()
     sources = _sources(seed=4)

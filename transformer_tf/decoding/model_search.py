@@ -1,5 +1,5 @@
 """Searching a sequence-to-sequence model: the glue between a model's decoding methods and
-the model-independent greedy and beam searches of `transformer_tf.decoding.search`.
+the model-independent greedy and beam searches of `transformer_tf.decoding.beam_and_greedy`.
 
 A model searched here provides (see `transformer_tf.models.contract.Seq2SeqModel`):
 
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, Sequence
 import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig
-from transformer_tf.decoding.search import (
+from transformer_tf.decoding.beam_and_greedy import (
     SearchResult, beam_search, check_n_best, greedy_search)
 
 
@@ -116,7 +116,7 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
         [rows, V] with what is not allowed at -inf; e.g.
         `decoding.constraints.BracketGrammar`). Its state (tensors with a leading row
         dimension) rides in the beams' cache, so it is reordered with them.
-      stopping: the beam search's stopping rule (`decoding.search.STOPPING_RULES`).
+      stopping: the beam search's stopping rule (`decoding.beam_and_greedy.STOPPING_RULES`).
       encoded: `model.encode(source_ids)` when the caller has it (None: encoded here).
     """
     batch_size = tf.shape(source_ids)[0]

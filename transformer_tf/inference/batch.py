@@ -14,7 +14,7 @@ from tqdm import tqdm
 from transformer_tf.config import DecodingConfig
 from transformer_tf.data.bpe import python_processor
 from transformer_tf.data.source_text import is_blank
-from transformer_tf.decoding.search import check_n_best
+from transformer_tf.decoding.beam_and_greedy import check_n_best
 from transformer_tf.inference import loading
 from transformer_tf.inference.translator import Translator
 

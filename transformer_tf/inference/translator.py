@@ -35,7 +35,7 @@ from transformer_tf.decoding.model_search import (
     search_model_by_length,
     xla_chunk_search,
 )
-from transformer_tf.decoding.search import check_n_best
+from transformer_tf.decoding.beam_and_greedy import check_n_best
 from transformer_tf.inference.forced_decoding import forced_scores
 
 
