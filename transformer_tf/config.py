@@ -460,14 +460,14 @@ class DecodingConfig(_Serialisable):
       alpha: GNMT length penalty exponent, ((5 + len) / 6) ** alpha (paper: 0.6).
       max_extra_length: output may be at most input length + this (paper: 50).
       chunk_size: N > 0 sorts a batch by source length and searches it N rows at a time
-        (`decoding.model_search.search_model_by_length`): the same outputs. Since the
+        (`decoding.model_driver.search_model_by_length`): the same outputs. Since the
         graph-mode search drops done sentences from its batch, a bigger chunk is faster:
         64 (one sorted chunk for batches up to 64) is as fast as the whole batch at
         batches of 8 and 64 and faster than chunks of 16; a cap keeps the memory of very
         large requests bounded. 0 searches a batch as it comes.
       lanes: N > 1 deals a request's rows, sorted by source length, into N searches
         that run at the same time when TensorFlow's inter-op pool has N threads
-        (`decoding.model_search.search_in_lanes`): the same outputs. For CPU serving of
+        (`decoding.model_driver.search_in_lanes`): the same outputs. For CPU serving of
         large batches, one lane per core with intra-op 1 and inter-op N threads: the
         lanes keep every core busy while one search's batch thins out (measure it with
         `bench/run_all.py --only serving`, docs/performance.md). 1 (one search) for GPUs.

@@ -24,7 +24,7 @@ import tensorflow as tf
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig, ModelConfig
 from transformer_tf.data.linearise import delinearise
 from transformer_tf.decoding.constraints import BracketGrammar, CopyBracketGrammar
-from transformer_tf.decoding.model_search import search_model, search_model_by_length
+from transformer_tf.decoding.model_driver import search_model, search_model_by_length
 from transformer_tf.models.transformer import Transformer
 
 VOCAB = 40

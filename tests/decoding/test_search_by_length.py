@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig, ModelConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.decoding.model_search import (
+from transformer_tf.decoding.model_driver import (
     search_in_lanes, search_model, search_model_by_length)
 from transformer_tf.models.convs2s import ConvS2S
 from transformer_tf.models.transformer import Transformer
