@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from transformer_tf.config import RECIPES
 from transformer_tf.runtime import cpu
-from transformer_tf.training.live_objects import set_aside_live_objects
+from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 
 DEFAULT_STEPS = (1000, 2000)
 DEFAULT_SEEDS = (1, 2)

@@ -32,7 +32,7 @@ from typing import Callable
 
 from transformer_tf.config import ModelConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.training.live_objects import set_aside_live_objects
+from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
 RESULTS_JSON = "variations.json"
