@@ -64,9 +64,9 @@ def measure(model_dirs: list[str], split: str, limit: int | None, beam_size: int
     """Rows (one per run, then the ensemble) of BLEU, chrF and decoding seconds, and the
     paired bootstrap of the ensemble against the member with the highest BLEU."""
     from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.evaluation.hypothesis_files import read_lines
     from transformer_tf.evaluation.paired_bootstrap import bleu_paired_bootstrap
     from transformer_tf.evaluation.scoring import evaluate
-    from transformer_tf.evaluation.hypothesis_files import read_lines
     from transformer_tf.inference.batch import load_translator, translate_lines
     from transformer_tf.inference.loading import check_ensemble_runs, default_checkpoint
     from transformer_tf.rundir.model_dir import read_run_config

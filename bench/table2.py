@@ -52,8 +52,8 @@ def _serving_speed(saved_model: str, sentences: list[str], batch_size: int) -> f
 def describe_run(work_dir: pathlib.Path) -> dict:
     """Everything but the speed: from summary.json, the logs and the model itself."""
     from transformer_tf.data.prepared_reader import load_prepared
-    from transformer_tf.evaluation.scoring import evaluate
     from transformer_tf.evaluation.hypothesis_files import read_lines
+    from transformer_tf.evaluation.scoring import evaluate
     from transformer_tf.inference.batch import load_translator, translate_lines
     from transformer_tf.inference.loading import load_trained
     from transformer_tf.rundir.model_dir import read_run_config

@@ -9,8 +9,8 @@ from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data import bpe
 from transformer_tf.data.bpe import BpeOptions
 from transformer_tf.data.corpora import text_file_corpus
-from transformer_tf.data.prepared_writer import prepare_corpus
 from transformer_tf.data.prepared_reader import load_prepared
+from transformer_tf.data.prepared_writer import prepare_corpus
 from transformer_tf.data.text_lines import (
     CorpusError, InvalidUtf8Error, LineCountMismatchError, iter_lines)
 

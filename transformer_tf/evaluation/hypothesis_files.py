@@ -15,7 +15,11 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from transformer_tf.data.text_lines import CorpusError, LineCountMismatchError, iter_lines
+from transformer_tf.data.text_lines import (
+    CorpusError,
+    LineCountMismatchError,
+    iter_lines,
+)
 
 __all__ = [
     "EvaluationInputError",

@@ -22,11 +22,11 @@ import pathlib
 
 from transformer_tf.data.datasets import make_evaluation_dataset
 from transformer_tf.evaluation import corpus_bleu
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.evaluation.paired_bootstrap import (
     PairedBootstrap,
     bleu_paired_bootstrap,
 )
-from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.inference.batch import from_translator, translate_lines
 from transformer_tf.inference.loading import load_trained, pick_checkpoint
 from transformer_tf.inference.translator import Translator

@@ -29,13 +29,13 @@ from transformer_tf.config import PAD_ID, DecodingConfig
 from transformer_tf.data.bpe import line_break_piece_ids
 from transformer_tf.data.source_text import clean_source_ids, encode_sources
 from transformer_tf.data.tree_grammar import output_constraint
+from transformer_tf.decoding.beam_and_greedy import check_n_best
 from transformer_tf.decoding.model_driver import (
     search_in_lanes,
     search_model,
     search_model_by_length,
     xla_chunk_search,
 )
-from transformer_tf.decoding.beam_and_greedy import check_n_best
 from transformer_tf.inference.forced_decoding import forced_scores
 
 

@@ -28,8 +28,8 @@ import pathlib
 import tensorflow as tf
 
 from transformer_tf.data import bpe as bpe_lib
-from transformer_tf.data.prepared_writer import prepare_dataset
 from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
+from transformer_tf.data.prepared_writer import prepare_dataset
 from transformer_tf.data.text_lines import CorpusError
 from transformer_tf.evaluation import evaluate
 from transformer_tf.evaluation.hypothesis_files import read_lines
