@@ -45,7 +45,7 @@ from transformer_tf.training import recipe_plan
 from transformer_tf.training.accumulation import pack_micro_batches
 from transformer_tf.training.distribution import is_chief, make_strategy
 from transformer_tf.training.keep_best import EarlyStopping, KeepBest
-from transformer_tf.training.keras_workarounds import is_multi_worker
+from transformer_tf.training.multi_worker_fit import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau
 from transformer_tf.training.precision import resolve_precision
