@@ -36,7 +36,7 @@ TIMEOUT = 420  # seconds for both workers together
 WORKER = r"""
 import json, os, runpy, sys
 import numpy as np
-from transformer_tf.training import callbacks, fit, multi_worker_fit
+from transformer_tf.training import callbacks, distribution, fit, multi_worker_fit
 
 out, time_up, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
@@ -63,7 +63,7 @@ except SystemExit as exit:
     code = exit.code
 model = kept["model"]
 np.savez(out, iterations=int(model.optimizer.iterations.numpy()),
-         multi_worker=multi_worker_fit.is_multi_worker(model.distribute_strategy),
+         multi_worker=distribution.is_multi_worker(model.distribute_strategy),
          log_shapes=np.array(sorted(log_shapes)),
          **{f"w{i}": w.numpy() for i, w in enumerate(model.weights)})
 sys.stdout.flush()

@@ -43,9 +43,12 @@ from transformer_tf.rundir.lock import hold_run
 from transformer_tf.training import callbacks as callbacks_lib
 from transformer_tf.training import recipe_plan
 from transformer_tf.training.accumulation import pack_micro_batches
-from transformer_tf.training.distribution import is_chief, make_strategy
+from transformer_tf.training.distribution import (
+    is_chief,
+    is_multi_worker,
+    make_strategy,
+)
 from transformer_tf.training.keep_best import EarlyStopping, KeepBest
-from transformer_tf.training.multi_worker_fit import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau
 from transformer_tf.training.precision import resolve_precision
