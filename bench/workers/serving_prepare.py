@@ -46,7 +46,7 @@ def main(argv=None):
     from transformer_tf.config import DecodingConfig
     from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
     from transformer_tf.export.saved_model import export_model_dir
-    from transformer_tf.inference.loading import pick_checkpoint
+    from transformer_tf.inference.loading import pick_checkpoint, source_decoding
 
     if args.chunk_size is None:
         args.chunk_size = DecodingConfig().chunk_size
@@ -68,12 +68,14 @@ def main(argv=None):
         "savedmodel_greedy_lanes": {**greedy, **default, **lanes},
         "savedmodel_greedy_chunked_xla": {**greedy, **xla},
     }
+    run = source_decoding(model_dir=args.model_dir)
     paths = {name: str(export_model_dir(args.model_dir, out / name / "1", overwrite=True,
-                                         **overrides))
+                                         decoding=run.with_overrides(**overrides)))
              for name, overrides in exports.items()}
     for name, overrides in (("ctranslate2", beam), ("ctranslate2_greedy", greedy)):
         paths[name] = str(export_model_dir_ctranslate2(args.model_dir, out / name / "1",
-                                                       overwrite=True, **overrides))
+                                                       overwrite=True,
+                                                       decoding=run.with_overrides(**overrides)))
     common.emit({**paths, "lanes": args.lanes, "chunk_size": args.chunk_size,
                  "xla_chunk_size": args.xla_chunk_size,
                  "checkpoint": pick_checkpoint(args.model_dir),

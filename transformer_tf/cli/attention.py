@@ -33,7 +33,7 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_search_flags
+from transformer_tf.cli.flags import add_search_flags, search_settings
 from transformer_tf.runtime import console
 
 
@@ -81,13 +81,16 @@ def main(argv=None):
 def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.inference.attention import attention_figures, load_model
+    from transformer_tf.inference.loading import source_decoding
     from transformer_tf.visualization.plots import check_matplotlib
     from transformer_tf.visualization.words import pieces_to_text
 
     try:
         check_matplotlib()
+        decoding = search_settings(args, source_decoding(model=args.model,
+                                                         model_dir=args.model_dir))
         model, tokenizer, decoding = load_model(args.model_dir, args.model, args.checkpoint,
-                                                args.beam_size, args.alpha)
+                                                decoding)
         maps, paths = attention_figures(
             model, tokenizer, decoding, args.text, args.out, target=args.target,
             kind=args.kind, layer=args.layer, heads=args.heads, word=args.word,

@@ -29,7 +29,7 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_search_flags
+from transformer_tf.cli.flags import add_search_flags, search_settings
 from transformer_tf.runtime import console
 
 
@@ -64,6 +64,7 @@ def _run(args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.inference.loading import source_decoding
     from transformer_tf.inference.selection import average_and_choose
     from transformer_tf.rundir.model_dir import (
         CHOSEN_FILE,
@@ -74,9 +75,10 @@ def _run(args) -> int:
 
     if args.select == "dev":
         run = read_run_config(args.model_dir)
+        decoding = search_settings(args, source_decoding(model_dir=args.model_dir))
         selection = average_and_choose(
             args.model_dir, load_prepared(run.data_dir), args.last or run.training.average_last,
-            args.out, beam_size=args.beam_size, alpha=args.alpha)
+            args.out, decoding)
         print(selection.note)
         for score in selection.scores:
             print(f"  {score.describe()}")

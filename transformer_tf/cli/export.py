@@ -17,7 +17,7 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, non_negative_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_search_flags
+from transformer_tf.cli.flags import add_search_flags, search_settings
 from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
 from transformer_tf.runtime import console
 
@@ -82,12 +82,12 @@ def main(argv=None):
 def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.export.saved_model import export_ensemble, export_model_dir
+    from transformer_tf.inference.loading import source_decoding
 
+    base = source_decoding(model_dir=args.model_dir, ensemble=args.ensemble)
     options = {"ids_only": args.ids_only, "warmup": args.warmup,
-               "max_batch_rows": args.max_batch_rows, "beam_size": args.beam_size,
-               "alpha": args.alpha, "max_extra_length": args.max_extra_length,
-               "chunk_size": args.chunk_size, "lanes": args.lanes, "xla": args.xla,
-               "stopping": args.stopping}
+               "max_batch_rows": args.max_batch_rows,
+               "decoding": search_settings(args, base)}
     if args.ensemble:
         path = export_ensemble(args.ensemble, args.out, args.overwrite, **options)
     else:

@@ -20,7 +20,7 @@ import logging
 
 from transformer_tf.cli.arguments import add_version_flag
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_search_flags
+from transformer_tf.cli.flags import add_search_flags, search_settings
 from transformer_tf.runtime import console
 
 
@@ -50,9 +50,11 @@ def _run(args) -> int:
     from transformer_tf.cli.export import say_default_checkpoint
     from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
 
+    from transformer_tf.inference.loading import source_decoding
+
+    decoding = search_settings(args, source_decoding(model_dir=args.model_dir))
     path = export_model_dir_ctranslate2(args.model_dir, args.out, args.checkpoint,
-                                        args.overwrite, args.quantization,
-                                        beam_size=args.beam_size, alpha=args.alpha)
+                                        args.overwrite, args.quantization, decoding)
     if not args.checkpoint:
         say_default_checkpoint(args.model_dir)
     print(path)

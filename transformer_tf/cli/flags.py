@@ -11,9 +11,19 @@ from transformer_tf.cli.arguments import (
     non_negative_int,
     positive_int,
 )
-from transformer_tf.config import PRECISIONS, RECIPES, STOPPING_RULES, DecodingConfig
+from transformer_tf.config import (
+    PRECISIONS,
+    RECIPES,
+    STOPPING_RULES,
+    ConfigError,
+    DecodingConfig,
+)
 
 _PAPER = DecodingConfig()
+# The DecodingConfig fields a command's search flags may set (`search_settings`); a flag a
+# command does not define counts as not given.
+SEARCH_FLAG_FIELDS = ("beam_size", "alpha", "max_extra_length", "stopping", "grammar",
+                      "chunk_size", "lanes", "xla")
 
 
 def add_search_flags(parser: argparse.ArgumentParser, defaults: str, *,
@@ -39,6 +49,22 @@ def add_search_flags(parser: argparse.ArgumentParser, defaults: str, *,
                                  f"beat the best finished one; k_finished, once beam-size "
                                  f"hypotheses have finished, as CTranslate2 and fairseq do "
                                  f"(faster; can miss a better, longer output)")
+
+
+def search_settings(args, base: DecodingConfig, n_best: int = 1) -> DecodingConfig:
+    """The one `DecodingConfig` a command searches with, built once and passed down as it
+    is: `base` (the model's or the run's settings) with the search flags the user gave
+    (`SEARCH_FLAG_FIELDS`; None keeps `base`'s), and `n_best` checked against its beam
+    size. Raises ConfigError naming --n-best."""
+    decoding = base.with_overrides(**{field: getattr(args, field, None)
+                                      for field in SEARCH_FLAG_FIELDS})
+    try:
+        decoding.check_n_best(n_best)
+    except ConfigError:
+        raise ConfigError(f"--n-best {n_best}: a search of beam size {decoding.beam_size} "
+                          f"keeps at most {decoding.beam_size} hypotheses per sentence; "
+                          f"give --beam-size {n_best} or more") from None
+    return decoding
 
 
 def add_precision_flag(parser: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ from transformer_tf.cli.arguments import (
     positive_int,
 )
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_quiet_flag, add_search_flags
+from transformer_tf.cli.flags import add_quiet_flag, add_search_flags, search_settings
 from transformer_tf.runtime import console
 
 
@@ -98,6 +98,7 @@ def _run(args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.inference.batch import load_translator, translate_lines
+    from transformer_tf.inference.loading import default_checkpoint, source_decoding
     from transformer_tf.inference.streaming import (
         OutputFormat,
         check_output,
@@ -109,16 +110,14 @@ def _run(args) -> int:
     streaming = args.src is not None or args.output is not None
     # Before the model loads: an existing --output is refused or resumed at once.
     skip = check_output(args.src, args.output, args.resume, output_format) if streaming else 0
+    source = {"model": args.model, "model_dir": args.model_dir, "ensemble": args.ensemble}
+    decoding = search_settings(args, source_decoding(**source), n_best=args.n_best)
     if not (args.model or args.checkpoint):
-        from transformer_tf.inference.loading import default_checkpoint
         for model_dir in args.ensemble or [args.model_dir]:
             path, why = default_checkpoint(model_dir)
             print(f"checkpoint: {path} ({why})", file=sys.stderr)
-    translator = load_translator(
-        model=args.model, model_dir=args.model_dir, ensemble=args.ensemble,
-        checkpoint=args.checkpoint,
-        beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
-        n_best=args.n_best, stopping=args.stopping)
+    translator = load_translator(**source, checkpoint=args.checkpoint, decoding=decoding,
+                                 n_best=args.n_best)
     if streaming:
         translate_file(translator, args.src, args.output, skip=skip,
                        batch_size=args.batch_size, window=args.window or 16 * args.batch_size,

@@ -24,6 +24,7 @@ import time
 
 import tensorflow as tf
 
+from transformer_tf.config import DecodingConfig
 from transformer_tf.data.linearise import DEFAULT_LEAVES
 from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
 from transformer_tf.data.treebank_reader import TreebankError
@@ -32,6 +33,7 @@ from transformer_tf.evaluation.evalb import evalb
 from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator
+from transformer_tf.inference.loading import source_decoding
 from transformer_tf.inference.parser import parse_lines
 from transformer_tf.jobs.stages import JobStages, check_export_free, export_version_dir
 from transformer_tf.rundir import checkpoints
@@ -75,11 +77,12 @@ class ParseJobOptions:
 
 
 def parse_and_score(model_dir, checkpoint, prepared, split: str, out_path, batch_size: int,
-                    progress: bool, **search) -> dict:
-    """Parse `split` of `prepared` with `checkpoint`, write the trees to `out_path` and
-    return {"evalb": ..., "repairs": ..., "seconds": ...}."""
+                    progress: bool, decoding: DecodingConfig) -> dict:
+    """Parse `split` of `prepared` with `checkpoint` searching with `decoding`, write the
+    trees to `out_path` and return {"evalb": ..., "repairs": ..., "seconds": ...}."""
     started = time.monotonic()
-    translator = load_translator(model_dir=str(model_dir), checkpoint=checkpoint, **search)
+    translator = load_translator(model_dir=str(model_dir), checkpoint=checkpoint,
+                                 decoding=decoding)
     sentences = read_lines(prepared.files(split).source)
     trees, _, _, repairs = parse_lines(translator, sentences, batch_size, progress)
     pathlib.Path(out_path).write_text("".join(t + "\n" for t in trees), encoding="utf-8")
@@ -131,9 +134,10 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     print(f"trained to step {result.step} in {result.seconds / 60:.1f} min "
           f"(stopped by {result.stopped_by})")
     run = read_run_config(model_dir)
-    search = dict(beam_size=options.beam_size, alpha=options.alpha,
-                  max_extra_length=options.max_extra_length, grammar=options.grammar)
-    decoding = run.decoding.with_overrides(**search)
+    # The search every later stage uses: the run's, with the settings given.
+    decoding = source_decoding(model_dir=model_dir).with_overrides(
+        beam_size=options.beam_size, alpha=options.alpha,
+        max_extra_length=options.max_extra_length, grammar=options.grammar)
     stages.done("train")
 
     average_last = options.average_last or run.training.average_last
@@ -152,7 +156,7 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     for name, path in candidates.items():
         scored = parse_and_score(model_dir, path, prepared, "valid",
                                  work / f"valid.greedy.{name}.trees", options.batch_size,
-                                 progress, **{**search, "beam_size": 1})
+                                 progress, decoding.replace(beam_size=1))
         dev_greedy[name] = scored["evalb"]["all"]["f1"]
         print(f"  {name} ({pathlib.Path(path).name}): dev F1 greedy {dev_greedy[name]:.2f}")
     chosen = ("averaged" if "averaged" in dev_greedy
@@ -168,7 +172,7 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     for split in ("valid", "test"):
         results[split] = parse_and_score(model_dir, checkpoint, prepared, split,
                                          work / f"{split}.trees", options.batch_size,
-                                         progress, **search)
+                                         progress, decoding)
         repairs = results[split]["repairs"]
         print(f"{split}: {results[split].pop('report_text')}\nrepairs: {repairs['total']} in "
               f"{repairs['repaired_sentences']} sentences {repairs}")
@@ -177,7 +181,8 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     export_dir = (pathlib.Path(options.saved_model_dir) if options.saved_model_dir
                   else export_version_dir(work / "saved_model", None))
     stages.begin(f"5/6 export the SavedModel -> {export_dir}")
-    export_model_dir(model_dir, export_dir, checkpoint=checkpoint, parser=True, **search)
+    export_model_dir(model_dir, export_dir, checkpoint=checkpoint, parser=True,
+                     decoding=decoding)
     stages.done("export")
 
     stages.begin("6/6 parse example sentences through the exported serving_default signature")

@@ -240,13 +240,14 @@ def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_l
 
 def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, seconds: float):
     from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.inference.loading import source_decoding
     from transformer_tf.inference.selection import score_on_dev
     from transformer_tf.rundir import checkpoints
 
     model_dir = row_dir / "model"
     latest = checkpoints.newest_readable(model_dir)  # FileNotFoundError without one
-    score = score_on_dev("latest", model_dir, latest, load_prepared(options.data_dir),
-                         beam_size=4, alpha=0.6)
+    paper = source_decoding(model_dir=model_dir).replace(beam_size=4, alpha=0.6)
+    score = score_on_dev("latest", model_dir, latest, load_prepared(options.data_dir), paper)
     steps = checkpoints.checkpoint_step(latest)
     tokens_per_s = _median_logged(model_dir / "logs" / "train", "target_tokens_per_second")
     return {"row": row.name, "group": row.group, "model": row.model.get_config(),
