@@ -29,20 +29,19 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_search_flags, search_settings
+from transformer_tf.cli.flags import add_flag, add_search_flags, search_settings
 from transformer_tf.runtime import console
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True,
-                        help="the run's model directory (written by scripts/train.py)")
+    add_flag(parser, "model_dir", required=True,
+             help="the run's model directory (written by scripts/train.py)")
     parser.add_argument("--last", type=positive_int,
                         help="how many of the newest checkpoints to average (default: the "
                              "run's training.average_last: 5 for base, 20 for big)")
-    parser.add_argument("--out",
-                        help="prefix of the checkpoint to write (default: MDIR/averaged/ckpt)")
+    add_flag(parser, "out", help="prefix of the checkpoint to write (default: MDIR/averaged/ckpt)")
     parser.add_argument("--allow-fewer", action="store_true",
                         help="average the checkpoints there are when fewer than --last exist "
                              "(with a warning) instead of failing")

@@ -14,22 +14,18 @@ from transformer_tf.cli.config_files import (
     merge_config_files,
     resolved_settings,
 )
+from transformer_tf.cli.flags import add_flag
 from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig
 from transformer_tf.presets import (
-    DEFAULT_PRESETS,
-    PRESET_NAMES,
     choose_preset,
     get_preset,
 )
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", choices=sorted(DEFAULT_PRESETS),
-                        help="model family; alone, it picks the family's Multi30k preset "
-                             "(transformer: multi30k, convs2s: convs2s_multi30k)")
-    parser.add_argument("--preset", choices=PRESET_NAMES,
-                        help="model and training preset (default: multi30k, or the "
-                             "--model family's)")
+    add_flag(parser, "family")
+    add_flag(parser, "preset",
+             help="model and training preset (default: multi30k, or the --model family's)")
     add_option_flags(parser)
     parser.add_argument("--config", nargs="+", action="extend", metavar="FILE",
                         help="JSON or YAML configuration files (preset, model, training, "

@@ -16,11 +16,11 @@ import sys
 
 from transformer_tf.cli.arguments import (
     add_version_flag,
-    positive_int,
 )
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import (
     SEARCH_FLAG_FIELDS,
+    add_flag,
     add_quiet_flag,
     add_search_flags,
     search_settings,
@@ -32,14 +32,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="parsing SavedModel directory")
-    source.add_argument("--model-dir", help="parsing training run directory")
-    parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
+    add_flag(source, "saved_model", help="parsing SavedModel directory")
+    add_flag(source, "model_dir", help="parsing training run directory")
+    add_flag(parser, "checkpoint")
     add_search_flags(parser, "the run's", length=True, purpose="with --model-dir")
-    parser.add_argument("--grammar", choices=("none", "tree"),
-                        help="with --model-dir: output constraint (default tree: well-formed "
-                             "trees with every input word in place)")
-    parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch")
+    add_flag(parser, "grammar",
+             help="with --model-dir: output constraint (default tree: well-formed trees with "
+                  "every input word in place)")
+    add_flag(parser, "batch_size", default=32, help="sentences per batch")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     add_version_flag(parser)

@@ -21,18 +21,16 @@ from pathlib import Path
 
 from transformer_tf.cli.arguments import (
     add_version_flag,
-    positive_int,
 )
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import (
+    add_flag,
     add_precision_flag,
     add_quiet_flag,
     add_search_flags,
 )
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
-from transformer_tf.config import GRAMMARS
 from transformer_tf.data.linearise import DEFAULT_LEAVES, LEAVES
-from transformer_tf.presets import PRESET_NAMES
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
@@ -42,36 +40,33 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--treebank", help="directory of .mrg files (default "
                                            "$TRANSFORMER_TF_DATA/ptb_wsj_sample)")
-    parser.add_argument("--work-dir", default="runs/ptb_parsing",
-                        help="where data/, model/, trees and summary.json go "
-                             "(default runs/ptb_parsing)")
-    parser.add_argument("--preset", choices=PRESET_NAMES, default="parsing_cpu",
-                        help="model preset (default parsing_cpu; parsing = the paper's size)")
-    parser.add_argument("--vocab-size", type=positive_int, default=4000,
-                        help="shared vocabulary size (default 4000; paper 16k on the full WSJ)")
-    parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
-                        help="bpe (sentencepiece, default) or wordpiece (words whole where "
-                             "the vocabulary holds them, like the paper's word vocabulary)")
+    add_flag(parser, "work_dir", default="runs/ptb_parsing",
+             help="where data/, model/, trees and summary.json go (default runs/ptb_parsing)")
+    add_flag(parser, "preset", default="parsing_cpu",
+             help="model preset (default parsing_cpu; parsing = the paper's size)")
+    add_flag(parser, "vocab_size", default=4000,
+             help="shared vocabulary size (default 4000; paper 16k on the full WSJ)")
+    add_flag(parser, "subword", default="bpe",
+             help="bpe (sentencepiece, default) or wordpiece (words whole where the vocabulary "
+                  "holds them, like the paper's word vocabulary)")
     parser.add_argument("--leaves", choices=LEAVES, default=DEFAULT_LEAVES,
                         help="what stands for a word in the target tree: words (the words "
                              f"themselves, copied from the input under the tree grammar; "
                              f"default {DEFAULT_LEAVES}) or slot (one XX per word, as Vinyals "
                              "et al.)")
-    parser.add_argument("--train-minutes", type=float, default=45.0,
-                        help="the run's training time in minutes, in all invocations "
-                             "together (default 45; 0 = none, "
-                             "then give --epochs or --max-steps)")
-    parser.add_argument("--epochs", type=float, help="train this many epochs in total")
-    parser.add_argument("--max-steps", type=positive_int, help="train this many steps in total")
-    parser.add_argument("--eval-every", type=positive_int, default=200,
-                        help="steps between dev loss evaluations (default 200)")
-    parser.add_argument("--average-last", type=positive_int, help="checkpoints to average (preset's)")
+    add_flag(parser, "train_minutes", default=45.0,
+             help="the run's training time in minutes, in all invocations together (default 45; 0 "
+                  "= none, then give --epochs or --max-steps)")
+    add_flag(parser, "epochs", help="train this many epochs in total")
+    add_flag(parser, "max_steps")
+    add_flag(parser, "eval_every", default=200,
+             help="steps between dev loss evaluations (default 200)")
+    add_flag(parser, "average_last", help="checkpoints to average (preset's)")
     add_search_flags(parser, "the preset's", length=True)
-    parser.add_argument("--grammar", choices=GRAMMARS,
-                        help="output constraint (default: preset's, tree: well-formed trees "
-                             "with every input word in place; none: unconstrained, repaired "
-                             "afterwards)")
-    parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per decode batch")
+    add_flag(parser, "grammar",
+             help="output constraint (default: preset's, tree: well-formed trees with every input "
+                  "word in place; none: unconstrained, repaired afterwards)")
+    add_flag(parser, "batch_size", default=32, help="sentences per decode batch")
     parser.add_argument("--saved-model-dir",
                         help="export here, an empty or new NAME/VERSION directory (default "
                              "WORK/saved_model/<the next free version>)")
