@@ -1,6 +1,6 @@
 """The flags that choose and adjust a model, shared by the commands that train one
-(train, main_job; parse_job and variations take the two option flags only): --model,
---preset, --model-option, --training-option."""
+(train, main_job; parse_job takes all but --model, variations the two option flags only):
+--model, --preset, --model-option, --training-option, --config, --dump-config."""
 from __future__ import annotations
 
 import argparse
@@ -27,6 +27,11 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "preset",
              help="model and training preset (default: multi30k, or the --model family's)")
     add_option_flags(parser)
+    add_config_flags(parser)
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """--config FILE ... and --dump-config (cli/config_files.py)."""
     parser.add_argument("--config", nargs="+", action="extend", metavar="FILE",
                         help="JSON or YAML configuration files (preset, model, training, "
                              "decoding; a run's run_config.json is one), merged in order; "
@@ -70,12 +75,16 @@ class ModelChoice:
     data_dir: str | None  # from a configuration file (the command line's --data wins)
 
 
-def resolve_model_flags(parser: argparse.ArgumentParser, args) -> ModelChoice:
-    """The `ModelChoice` of `add_model_flags`' flags; a bad value or file ends the command
-    through `parser.error` (exit 2, naming the flag or the file)."""
+def resolve_model_flags(parser: argparse.ArgumentParser, args,
+                        default_preset: str | None = None) -> ModelChoice:
+    """The `ModelChoice` of `add_model_flags`' flags (a command without --model: the
+    others), the preset `default_preset` when neither a flag nor a file names one (None:
+    the family's); a bad value or file ends the command through `parser.error` (exit 2,
+    naming the flag or the file)."""
     try:
         files = merge_config_files(args.config)
-        preset = choose_preset(args.model or files.family, args.preset or files.preset)
+        preset = choose_preset(getattr(args, "model", None) or files.family,
+                               args.preset or files.preset or default_preset)
         model_class = type(get_preset(preset).model)
         check_fields(files, model_class)
         model, training = resolve_option_flags(parser, args, model_class)

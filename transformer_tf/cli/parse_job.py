@@ -29,8 +29,14 @@ from transformer_tf.cli.flags import (
     add_quiet_flag,
     add_search_flags,
 )
-from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
+from transformer_tf.cli.model_flags import (
+    add_config_flags,
+    add_option_flags,
+    dump_config,
+    resolve_model_flags,
+)
 from transformer_tf.data.linearise import DEFAULT_LEAVES, LEAVES
+from transformer_tf.presets.parsing import DEFAULT_PARSING_PRESET
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
@@ -42,8 +48,9 @@ def main(argv=None):
                                            "$TRANSFORMER_TF_DATA/ptb_wsj_sample)")
     add_flag(parser, "work_dir", default="runs/ptb_parsing",
              help="where data/, model/, trees and summary.json go (default runs/ptb_parsing)")
-    add_flag(parser, "preset", default="parsing_cpu",
-             help="model preset (default parsing_cpu; parsing = the paper's size)")
+    add_flag(parser, "preset",
+             help=f"model preset (default {DEFAULT_PARSING_PRESET}, or a --config file's; "
+                  "parsing = the paper's size)")
     add_flag(parser, "vocab_size", default=4000,
              help="shared vocabulary size (default 4000; paper 16k on the full WSJ)")
     add_flag(parser, "subword", default="bpe",
@@ -72,6 +79,7 @@ def main(argv=None):
                              "WORK/saved_model/<the next free version>)")
     add_option_flags(parser, "override a ModelConfig field (repeatable)",
                      "override a TrainingConfig field (repeatable)")
+    add_config_flags(parser)
     add_precision_flag(parser)
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
@@ -88,7 +96,14 @@ def _run(parser, args) -> int:
 
     from transformer_tf.data.corpora import DATA_ENV_VAR
 
-    model_overrides, training_overrides = resolve_option_flags(parser, args)
+    choice = resolve_model_flags(parser, args, DEFAULT_PARSING_PRESET)
+    if args.dump_config:
+        from transformer_tf.data.prepared_reader import METADATA_FILE
+
+        data_dir = Path(args.work_dir) / "data"  # the job's prepared treebank, once there
+        print(dump_config(choice, data_dir if (data_dir / METADATA_FILE).exists() else None,
+                          vocab_size=args.vocab_size))
+        return 0
     treebank = args.treebank
     if treebank is None:
         root = os.environ.get(DATA_ENV_VAR)
@@ -104,11 +119,12 @@ def _run(parser, args) -> int:
     from transformer_tf.jobs.parse_job import ParseJobOptions, run_parse_job
 
     options = ParseJobOptions(
-        treebank_dir=treebank, work_dir=args.work_dir, preset=args.preset,
+        treebank_dir=treebank, work_dir=args.work_dir, preset=choice.preset,
         vocab_size=args.vocab_size, subword=args.subword, leaves=args.leaves,
         train_minutes=minutes, max_steps=args.max_steps,
-        epochs=args.epochs, eval_every=args.eval_every, model_overrides=model_overrides,
-        training_overrides=training_overrides, average_last=args.average_last,
+        epochs=args.epochs, eval_every=args.eval_every,
+        model_overrides=choice.model_overrides, training_overrides=choice.training_overrides,
+        decoding_overrides=choice.decoding_overrides, average_last=args.average_last,
         beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
         grammar=args.grammar, batch_size=args.batch_size, saved_model_dir=args.saved_model_dir,
         precision=args.precision, verbose=0 if args.quiet else 1)

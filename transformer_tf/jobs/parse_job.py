@@ -36,6 +36,7 @@ from transformer_tf.inference.batch import load_translator
 from transformer_tf.inference.loading import source_decoding
 from transformer_tf.inference.parser import parse_lines
 from transformer_tf.jobs.stages import JobStages, check_export_free, export_version_dir
+from transformer_tf.presets.parsing import DEFAULT_PARSING_PRESET
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir.lock import hold_run
 from transformer_tf.rundir.model_dir import read_run_config
@@ -55,7 +56,7 @@ EXAMPLE_SENTENCES = [
 class ParseJobOptions:
     treebank_dir: str
     work_dir: str = "runs/ptb_parsing"
-    preset: str = "parsing_cpu"
+    preset: str = DEFAULT_PARSING_PRESET
     vocab_size: int = 4000
     subword: str = "bpe"  # or "wordpiece" (whole words where the vocabulary has them)
     leaves: str = DEFAULT_LEAVES  # "words" or "slot" (data.linearise)
@@ -65,6 +66,7 @@ class ParseJobOptions:
     eval_every: int = 200
     model_overrides: dict = dataclasses.field(default_factory=dict)
     training_overrides: dict = dataclasses.field(default_factory=dict)
+    decoding_overrides: dict = dataclasses.field(default_factory=dict)  # the run's, recorded
     average_last: int | None = None
     beam_size: int | None = None  # None: the preset's (parsing: 21)
     alpha: float | None = None  # parsing: 0.3, parsing_cpu: 5.0
@@ -127,7 +129,8 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     result = train(TrainOptions(
         data_dir=str(data_dir), model_dir=str(model_dir), preset=options.preset,
         model_overrides=options.model_overrides,
-        training_overrides=options.training_overrides, max_steps=options.max_steps,
+        training_overrides=options.training_overrides,
+        decoding_overrides=options.decoding_overrides, max_steps=options.max_steps,
         epochs=options.epochs, max_minutes=options.train_minutes,
         eval_every=options.eval_every, validation_sentences=0,
         precision=options.precision, verbose=options.verbose))

@@ -9,6 +9,9 @@ from transformer_tf.presets.transformer import BASE
 PARSING_DECODING = DecodingConfig(beam_size=21, alpha=0.3, max_extra_length=300,
                                   grammar="tree")
 
+# The parsing job's preset when neither its command line nor a --config file names one.
+DEFAULT_PARSING_PRESET = "parsing_cpu"
+
 PARSING_PRESETS = {
     # The paper's 4 layers with d_model 1024 on the WSJ (40k sentences).
     "parsing": Preset(
