@@ -8,7 +8,7 @@ import common  # noqa: F401  (puts the repository on sys.path)
 import time, numpy as np, tensorflow as tf
 from transformer_tf.presets import get_preset
 from transformer_tf.models.convs2s import ConvS2S
-from transformer_tf.decoding.model_search import search_with_lengths
+from transformer_tf.decoding.model_driver import search_with_lengths
 
 class PerStep(ConvS2S):  # the code before: kernels normalised inside every step
     def decode_step(self, ids, step, state):

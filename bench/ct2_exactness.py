@@ -63,6 +63,7 @@ def main(argv=None) -> int:
     from transformer_tf.evaluation.scoring import sacrebleu_bleu
     from transformer_tf.export import ctranslate2 as ct2_export
     from transformer_tf.inference.batch import load_translator, translate_lines
+    from transformer_tf.inference.loading import source_decoding
 
     sources = read_lines(Path(args.source or common.multi30k_test_2016("en")))
     references = read_lines(Path(args.reference or common.multi30k_test_2016("de")))
@@ -76,8 +77,9 @@ def main(argv=None) -> int:
             log(f"our translations read from {args.ours}")
         else:
             log("translating with our model")
-            ours_translator = load_translator(model_dir=args.model_dir,
-                                              beam_size=args.beam_size, alpha=args.alpha)
+            decoding = source_decoding(model_dir=args.model_dir).with_overrides(
+                beam_size=args.beam_size, alpha=args.alpha)
+            ours_translator = load_translator(model_dir=args.model_dir, decoding=decoding)
             ours = [row[0] for row in translate_lines(ours_translator, sources, 64, False)[0]]
             if args.ours:
                 Path(args.ours).write_text("".join(line + "\n" for line in ours),

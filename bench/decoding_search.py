@@ -15,7 +15,7 @@ import time
 
 import tensorflow as tf
 
-from transformer_tf.decoding.search import beam_search, greedy_search
+from transformer_tf.decoding.beam_and_greedy import beam_search, greedy_search
 
 
 def make_step(vocab, dim, length, seed=0):

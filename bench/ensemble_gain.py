@@ -63,12 +63,16 @@ def measure(model_dirs: list[str], split: str, limit: int | None, beam_size: int
             alpha: float | None, batch_size: int) -> dict:
     """Rows (one per run, then the ensemble) of BLEU, chrF and decoding seconds, and the
     paired bootstrap of the ensemble against the member with the highest BLEU."""
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.evaluation.hypothesis_files import read_lines
     from transformer_tf.evaluation.paired_bootstrap import bleu_paired_bootstrap
     from transformer_tf.evaluation.scoring import evaluate
-    from transformer_tf.evaluation.textfiles import read_lines
     from transformer_tf.inference.batch import load_translator, translate_lines
-    from transformer_tf.inference.loading import check_ensemble_runs, default_checkpoint
+    from transformer_tf.inference.loading import (
+        check_ensemble_runs,
+        default_checkpoint,
+        source_decoding,
+    )
     from transformer_tf.rundir.model_dir import read_run_config
 
     check_ensemble_runs(model_dirs)  # in seconds, not after decoding the members
@@ -78,13 +82,13 @@ def measure(model_dirs: list[str], split: str, limit: int | None, beam_size: int
     sources, references = read_lines(files.source), read_lines(files.target)
     if limit:
         sources, references = sources[:limit], references[:limit]
-    search = {"beam_size": beam_size, "alpha": alpha}
     systems = [(str(d), {"model_dir": str(d)}) for d in model_dirs]
     systems.append(("ensemble", {"ensemble": [str(d) for d in model_dirs]}))
     rows, hypotheses = [], {}
     for name, source in systems:
         started = time.perf_counter()
-        translator = load_translator(**source, **search)
+        decoding = source_decoding(**source).with_overrides(beam_size=beam_size, alpha=alpha)
+        translator = load_translator(**source, decoding=decoding)
         outputs, _ = translate_lines(translator, sources, batch_size, progress=True)
         seconds = time.perf_counter() - started
         hypotheses[name] = [row[0] for row in outputs]
@@ -99,7 +103,6 @@ def measure(model_dirs: list[str], split: str, limit: int | None, beam_size: int
     best = max(rows[:-1], key=lambda row: row["bleu"])
     bootstrap = bleu_paired_bootstrap(hypotheses["ensemble"], hypotheses[best["system"]],
                                       references)
-    decoding = first.decoding.with_overrides(**search)
     return {"rows": rows, "best_member": best, "bootstrap": bootstrap,
             "sentences": len(sources), "beam_size": decoding.beam_size,
             "alpha": decoding.alpha, "pair": f"{prepared.source_language}-"

@@ -5,7 +5,7 @@ once)."""
 from __future__ import annotations
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
-from transformer_tf.decoding.model_search import search_with_lengths
+from transformer_tf.decoding.model_driver import search_with_lengths
 
 
 def fixed_length_search(model, source_ids, beam_size: int, alpha: float, length: int):

@@ -30,10 +30,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from transformer_tf.config import PAD_ID  # noqa: E402
-from transformer_tf.data import bpe, multi30k, prepare  # noqa: E402
+from transformer_tf.data import bpe, multi30k, prepared_writer  # noqa: E402
 from transformer_tf.data.bucketing import BucketSpec  # noqa: E402
 from transformer_tf.data.datasets import make_training_dataset  # noqa: E402
-from transformer_tf.data.prepared import load_prepared  # noqa: E402
+from transformer_tf.data.prepared_reader import load_prepared  # noqa: E402
 
 
 def _epoch_stats(dataset) -> dict:
@@ -99,9 +99,9 @@ def run(
         if prepared_dir is None:
             corpus = multi30k.multi30k_corpus(source_language, target_language, data_dir=data_dir)
             start = time.perf_counter()
-            prepared = prepare.prepare_corpus(corpus, Path(scratch) / "prepared",
-                                              bpe.BpeOptions(vocab_size=vocab_size),
-                                              max_length=max_length)
+            prepared = prepared_writer.prepare_corpus(corpus, Path(scratch) / "prepared",
+                                                      bpe.BpeOptions(vocab_size=vocab_size),
+                                                      max_length=max_length)
             result["prepare_seconds"] = round(time.perf_counter() - start, 3)
         else:
             prepared = load_prepared(prepared_dir)

@@ -41,7 +41,7 @@ def _fixed_cache_search(model, source_ids, decoding, n_best=1, forbidden_ids=())
     import tensorflow as tf
 
     from transformer_tf.config import BOS_ID, PAD_ID
-    from transformer_tf.decoding.model_search import search_with_lengths, source_lengths
+    from transformer_tf.decoding.model_driver import search_with_lengths, source_lengths
 
     source_ids = tf.cast(source_ids, tf.int32)
     max_lengths = tf.minimum(source_lengths(source_ids) + decoding.max_extra_length,

@@ -51,11 +51,11 @@ def _serving_speed(saved_model: str, sentences: list[str], batch_size: int) -> f
 
 def describe_run(work_dir: pathlib.Path) -> dict:
     """Everything but the speed: from summary.json, the logs and the model itself."""
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.evaluation.hypothesis_files import read_lines
     from transformer_tf.evaluation.scoring import evaluate
-    from transformer_tf.evaluation.textfiles import read_lines
     from transformer_tf.inference.batch import load_translator, translate_lines
-    from transformer_tf.inference.loading import load_trained
+    from transformer_tf.inference.loading import load_trained, source_decoding
     from transformer_tf.rundir.model_dir import read_run_config
 
     summary = json.loads((work_dir / "summary.json").read_text())
@@ -83,7 +83,8 @@ def describe_run(work_dir: pathlib.Path) -> dict:
         row["test_bleu_beam4"] = row["test_bleu_own_beam"]
         row["test_bleu_lc_tok_beam4"] = row["test_bleu_lc_tok_own_beam"]
     else:
-        beam4 = load_translator(model=paths["saved_model"], beam_size=4, alpha=0.6)
+        paper = source_decoding(model=paths["saved_model"]).replace(beam_size=4, alpha=0.6)
+        beam4 = load_translator(model=paths["saved_model"], decoding=paper)
         outputs, _ = translate_lines(beam4, sources, progress=False)
         scores = evaluate([o[0] for o in outputs], references, lang=prepared.target_language)
         row["test_bleu_beam4"] = scores.to_dict()["bleu"]

@@ -36,14 +36,15 @@ def main(argv=None) -> int:
     common.set_thread_env(args.threads)
     import tensorflow as tf
 
-    from transformer_tf.inference.loading import load_trained
+    from transformer_tf.inference.loading import load_trained, source_decoding
     from transformer_tf.inference.translator import Translator
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     lines = common.first_lines(common.multi30k_test_2016("en"), args.sentences)
-    model, tokenizer, run, checkpoint = load_trained(args.model_dir, beam_size=args.beam,
-                                                     alpha=0.6, max_extra_length=50)
+    decoding = source_decoding(model_dir=args.model_dir).replace(
+        beam_size=args.beam, alpha=0.6, max_extra_length=50)
+    model, tokenizer, run, checkpoint = load_trained(args.model_dir, decoding=decoding)
     translator = Translator(model, tokenizer, run.decoding)
     batches = [tf.constant(lines[i:i + args.batch]) for i in range(0, len(lines), args.batch)]
     outputs = [translator.translate(batch)["translation"].numpy() for batch in batches]

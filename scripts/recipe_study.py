@@ -1,76 +1,8 @@
 #!/usr/bin/env python
-"""Today's recipe against the planned one at equal steps, on the dev set (issue 39): the
-preset's recipe and the budget-aware recipe (docs/training.md) trained for each --steps
-budget with each --seed, every run's latest and averaged checkpoints scored with beam
-search on the dev set. The results file is rewritten after each finished run; run the same
-command again to resume a killed study. See transformer_tf/jobs/recipe_study.py.
-
-The full study (8 runs, 12,000 training steps; hours on a 2-core CPU):
-  python scripts/prepare_data.py --dataset multi30k --src en --tgt de --vocab-size 8000 \\
-      --out runs/multi30k_en_de/data
-  python scripts/recipe_study.py --data runs/multi30k_en_de/data --work-dir runs/recipe_study \\
-      --results results/main_job/recipe_study.json
-A smoke test of the whole path (minutes):
-  python scripts/recipe_study.py --data runs/multi30k_en_de/data --work-dir /tmp/recipe_smoke \\
-      --results /tmp/recipe_smoke/recipe_study.json --steps 20 --seeds 1 --dev-limit 20
-"""
-import argparse
-import logging
-import shlex
+"""Runs `transformer_tf.cli.recipe_study` (a study, not an installed command); see --help."""
 import sys
 
-from transformer_tf.cli.arguments import non_negative_int, positive_int
-from transformer_tf.cli.errors import run_command
-from transformer_tf.presets import PRESET_NAMES
-from transformer_tf.runtime import console
-from transformer_tf.runtime.cpu import prefer_onednn_for_training
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True,
-                        help="prepared data directory (scripts/prepare_data.py)")
-    parser.add_argument("--work-dir", required=True, help="where the runs' model directories go")
-    parser.add_argument("--results", default="results/main_job/recipe_study.json",
-                        help="results file, rewritten after every finished run (default "
-                             "results/main_job/recipe_study.json)")
-    parser.add_argument("--preset", default="multi30k", choices=PRESET_NAMES,
-                        help="the Transformer preset both recipes start from (default multi30k)")
-    parser.add_argument("--steps", type=positive_int, nargs="+", default=[1000, 2000],
-                        help="step budgets (default 1000 2000)")
-    parser.add_argument("--seeds", type=non_negative_int, nargs="+", default=[1, 2],
-                        help="seeds (default 1 2)")
-    parser.add_argument("--eval-every", type=positive_int, default=500,
-                        help="steps between validation losses (default 500)")
-    parser.add_argument("--precision", default="auto",
-                        choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"),
-                        help="dtype policy (default auto)")
-    parser.add_argument("--dev-limit", type=positive_int,
-                        help="dev sentences decoded for BLEU (default: all; the NLL is always "
-                             "the whole dev set's)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    console.add_verbose_flag(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    prefer_onednn_for_training()
-    command = " ".join(["python scripts/recipe_study.py", *map(shlex.quote, sys.argv[1:]
-                                                               if argv is None else argv)])
-    with console.session(args.verbose):
-        return run_command(_run, args, command, verbose=args.verbose)
-
-
-def _run(args, command) -> int:
-    from transformer_tf.jobs.recipe_study import RecipeStudyOptions, run_recipe_study
-
-    document = run_recipe_study(RecipeStudyOptions(
-        data_dir=args.data, work_dir=args.work_dir, results=args.results, preset=args.preset,
-        steps=tuple(args.steps), seeds=tuple(args.seeds), eval_every=args.eval_every,
-        precision=args.precision, dev_limit=args.dev_limit, command=command,
-        verbose=0 if args.quiet else 1))
-    print(f"{args.results}: {document['headline'].format(**document['values'])}")
-    return 0
-
+from transformer_tf.cli.recipe_study import main
 
 if __name__ == "__main__":
     sys.exit(main())

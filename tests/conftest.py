@@ -77,7 +77,7 @@ def tiny_multi30k(shared_data_dir, tmp_path_factory):
 
     from transformer_tf.data import bpe
     from transformer_tf.data.corpora import text_file_corpus
-    from transformer_tf.data.prepare import prepare_corpus
+    from transformer_tf.data.prepared_writer import prepare_corpus
 
     raw = tmp_path_factory.mktemp("tiny_multi30k_text")
     files = {}

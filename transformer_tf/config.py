@@ -451,10 +451,10 @@ class TrainingConfig(_Serialisable):
 
 
 GRAMMARS = ("none", "tree")
-# When a beam search stops before the length limit; see transformer_tf.decoding.search.
+# When a beam search stops before the length limit; see transformer_tf.decoding.beam_and_greedy.
 STOPPING_RULES = ("exact", "k_finished", "never")
 # How a finished hypothesis's log-probability is normalised by its length; see
-# transformer_tf.decoding.search.length_penalty.
+# transformer_tf.decoding.beam_and_greedy.length_penalty.
 LENGTH_PENALTIES = ("gnmt", "average")
 DEFAULT_MAX_BATCH_ROWS = 256  # rows per request an export's signatures accept (0: any)
 
@@ -472,14 +472,14 @@ class DecodingConfig(_Serialisable):
         plays no part). len counts the EOS.
       max_extra_length: output may be at most input length + this (paper: 50).
       chunk_size: N > 0 sorts a batch by source length and searches it N rows at a time
-        (`decoding.model_search.search_model_by_length`): the same outputs. Since the
+        (`decoding.model_driver.search_model_by_length`): the same outputs. Since the
         graph-mode search drops done sentences from its batch, a bigger chunk is faster:
         64 (one sorted chunk for batches up to 64) is as fast as the whole batch at
         batches of 8 and 64 and faster than chunks of 16; a cap keeps the memory of very
         large requests bounded. 0 searches a batch as it comes.
       lanes: N > 1 deals a request's rows, sorted by source length, into N searches
         that run at the same time when TensorFlow's inter-op pool has N threads
-        (`decoding.model_search.search_in_lanes`): the same outputs. For CPU serving of
+        (`decoding.model_driver.search_in_lanes`): the same outputs. For CPU serving of
         large batches, one lane per core with intra-op 1 and inter-op N threads: the
         lanes keep every core busy while one search's batch thins out (measure it with
         `bench/run_all.py --only serving`, docs/performance.md). 1 (one search) for GPUs.
@@ -493,7 +493,7 @@ class DecodingConfig(_Serialisable):
         no alive hypothesis can beat the best finished one (the result of searching to
         the limit; tensor2tensor's rule). "k_finished": once beam_size hypotheses have
         finished (fairseq's and CTranslate2's rule; fewer steps, and it can miss a longer,
-        better-scoring output). See `decoding.search`.
+        better-scoring output). See `decoding.beam_and_greedy`.
     """
 
     beam_size: int = 4
@@ -524,3 +524,12 @@ class DecodingConfig(_Serialisable):
                f"expected one of {STOPPING_RULES}, got {self.stopping!r}")
         _check(self.length_penalty in LENGTH_PENALTIES, "length_penalty",
                f"expected one of {LENGTH_PENALTIES}, got {self.length_penalty!r}")
+
+    def check_n_best(self, n_best) -> None:
+        """The one rule for how many hypotheses a search returns: 1 <= n_best <= beam_size
+        (greedy search, beam_size 1, returns one). Raises ConfigError naming n_best. Whoever
+        builds the settings a search runs with checks it (`cli.flags.search_settings`);
+        the search itself trusts it."""
+        _check(isinstance(n_best, int) and not isinstance(n_best, bool)
+               and 1 <= n_best <= self.beam_size, "n_best",
+               f"expected an integer in [1, beam_size={self.beam_size}], got {n_best!r}")

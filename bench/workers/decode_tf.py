@@ -5,7 +5,7 @@
 
 A random-weight `Transformer` encodes `batch` random source sentences of `source_len`
 tokens (the last one EOS) and decodes exactly `output_len` tokens each: the step
-function is the one `transformer_tf.decoding.model_search.search_model` builds (cached
+function is the one `transformer_tf.decoding.model_driver.search_model` builds (cached
 `decode_step`, encoder keys/values computed once, one row per sentence, PAD and BOS
 forbidden) with EOS forbidden as well, so random weights never stop early, and the
 searches get `max_lengths = output_len` (a static length, so XLA can compile it).

@@ -135,7 +135,7 @@ def main(argv=None):
 
     processor = sentencepiece.SentencePieceProcessor(model_proto=bpe_proto)
     if args.warm_up_buckets:
-        from transformer_tf.decoding.model_search import XLA_LENGTH_BUCKET
+        from transformer_tf.decoding.model_driver import XLA_LENGTH_BUCKET
 
         started = time.perf_counter()
         by_bucket = {}

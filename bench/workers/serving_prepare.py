@@ -53,7 +53,7 @@ def main(argv=None):
     from transformer_tf.config import DecodingConfig
     from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
     from transformer_tf.export.saved_model import export_model_dir
-    from transformer_tf.inference.loading import pick_checkpoint
+    from transformer_tf.inference.loading import pick_checkpoint, source_decoding
 
     if args.chunk_size is None:
         args.chunk_size = DecodingConfig().chunk_size
@@ -75,11 +75,13 @@ def main(argv=None):
         "savedmodel_greedy_lanes": {**greedy, **default, **lanes},
         "savedmodel_greedy_chunked_xla": {**greedy, **xla},
         # The bfloat16 export, against CTranslate2's bfloat16 compute types.
-        "savedmodel_bf16": {**beam, **default, "precision": "bfloat16",
-                            "force_precision": True},
+        "savedmodel_bf16": {**beam, **default},
     }
+    precisions = {"savedmodel_bf16": {"precision": "bfloat16", "force_precision": True}}
+    run = source_decoding(model_dir=args.model_dir)
     paths = {name: str(export_model_dir(args.model_dir, out / name / "1", overwrite=True,
-                                         **overrides))
+                                         decoding=run.with_overrides(**overrides),
+                                         **precisions.get(name, {})))
              for name, overrides in exports.items()}
     # The kernel padding the other way round (its switch is read once per process).
     from transformer_tf.layers import kernel_layout
@@ -89,12 +91,13 @@ def main(argv=None):
     kernel_layout.layout_applies.cache_clear()
     paths["savedmodel_lanes_padding_flipped"] = str(export_model_dir(
         args.model_dir, out / "savedmodel_lanes_padding_flipped" / "1", overwrite=True,
-        **exports["savedmodel_lanes"]))
+        decoding=run.with_overrides(**exports["savedmodel_lanes"])))
     del os.environ[kernel_layout.PADDING_VARIABLE]
     kernel_layout.layout_applies.cache_clear()
     for name, overrides in (("ctranslate2", beam), ("ctranslate2_greedy", greedy)):
         paths[name] = str(export_model_dir_ctranslate2(args.model_dir, out / name / "1",
-                                                       overwrite=True, **overrides))
+                                                       overwrite=True,
+                                                       decoding=run.with_overrides(**overrides)))
     import ctranslate2
 
     from transformer_tf.runtime.cpu import (

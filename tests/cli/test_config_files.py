@@ -8,9 +8,11 @@ import re
 
 import pytest
 
+from transformer_tf.cli import parse_job as parse_job_cli
 from transformer_tf.cli import train as train_cli
 from transformer_tf.cli.config_files import merge_config_files
 from transformer_tf.config import ConfigError
+from transformer_tf.presets.parsing import DEFAULT_PARSING_PRESET
 from transformer_tf.rundir.model_dir import RunConfig
 from transformer_tf.training.fit import TrainOptions, _run_config
 
@@ -97,3 +99,62 @@ def test_the_recorded_run_config_reads_as_a_run_config(tiny_multi30k):
     settings = dumped(["--data", str(tiny_multi30k.directory), "--preset", "tiny"])
     run = RunConfig.from_json(json.dumps(settings))
     assert run.preset == "tiny" and run.model.vocab_size == tiny_multi30k.vocab_size
+
+
+def test_the_parsing_job_takes_its_run_config_back(tiny_multi30k, tmp_path, monkeypatch):
+    """parse-job --config WORK/model/run_config.json resolves to the recorded settings, the
+    job is given them, and the training options built from them record the same run."""
+    first = _run_config(TrainOptions(
+        data_dir=str(tiny_multi30k.directory), model_dir="unused", preset="tiny",
+        model_overrides={"d_model": 24, "num_heads": 4},
+        training_overrides={"warmup_steps": 50}, decoding_overrides={"beam_size": 3}),
+        tiny_multi30k)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data").symlink_to(tiny_multi30k.directory)  # the job's prepared data
+    recorded = tmp_path / "run_config.json"
+    recorded.write_text(first.to_json())
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert parse_job_cli.main(["--work-dir", str(work), "--config", str(recorded),
+                                   "--dump-config"]) == 0
+    settings, raw = json.loads(out.getvalue()), json.loads(first.to_json())
+    for key in ("preset", "family", "model", "training", "decoding"):
+        assert settings[key] == raw[key], key
+    again = _run_config(train_options(tiny_multi30k.directory, settings), tiny_multi30k)
+    assert again.to_json() == first.to_json()
+
+    # Without --dump-config the job gets the same settings (stopped before it starts).
+    from transformer_tf.data.treebank_reader import TreebankError
+    from transformer_tf.jobs import parse_job
+
+    given = []
+
+    def record(options):
+        given.append(options)
+        raise TreebankError("stopped by the test")
+
+    monkeypatch.setattr(parse_job, "run_parse_job", record)
+    assert parse_job_cli.main(["--work-dir", str(work), "--config", str(recorded),
+                               "--treebank", str(tmp_path), "--quiet"]) == 2
+    (options,) = given
+    assert options.preset == raw["preset"]
+    for section in ("model", "training", "decoding"):  # the file's sections, whole
+        assert getattr(options, f"{section}_overrides") == raw[section], section
+
+
+def test_the_parsing_job_has_its_own_default_preset_and_the_command_line_wins(tmp_path):
+    def dump(argv):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert parse_job_cli.main(["--work-dir", str(tmp_path), *argv,
+                                       "--dump-config"]) == 0
+        return json.loads(out.getvalue())
+
+    assert dump([])["preset"] == DEFAULT_PARSING_PRESET
+    config = tmp_path / "c.yaml"
+    config.write_text("preset: tiny\ntraining:\n  warmup_steps: 50\n")
+    settings = dump(["--config", str(config), "--training-option", "warmup_steps=60"])
+    assert (settings["preset"], settings["training"]["warmup_steps"]) == ("tiny", 60)
+    assert settings["model"]["vocab_size"] == 4000  # --vocab-size's: nothing prepared yet

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from transformer_tf.config import PAD_ID, DecodingConfig, _Serialisable
 from transformer_tf.presets import Preset, get_preset, register_preset, unregister_preset
-from transformer_tf.decoding.model_search import DecoderState, search_model
+from transformer_tf.decoding.model_driver import DecoderState, search_model
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator, translate_lines
 from transformer_tf.models import registry

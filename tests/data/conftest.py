@@ -13,7 +13,7 @@ import pytest
 
 from transformer_tf.data import bpe
 from transformer_tf.data.corpora import text_file_corpus
-from transformer_tf.data.prepare import prepare_corpus
+from transformer_tf.data.prepared_writer import prepare_corpus
 
 SMALL_VOCAB = 1000
 

@@ -11,9 +11,9 @@ from transformer_tf.data import multi30k
 from transformer_tf.data.bpe import BpeOptions
 from transformer_tf.data.corpora import ParallelCorpus, ParallelFiles, text_file_corpus
 from transformer_tf.data.datasets import make_training_dataset
-from transformer_tf.data.prepare import prepare_dataset
-from transformer_tf.data.prepared import load_prepared
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.prepared_reader import load_prepared
+from transformer_tf.data.prepared_writer import prepare_dataset
+from transformer_tf.data.text_lines import CorpusError
 from transformer_tf.data.wmt import tfds_pairs, wmt14_name, write_tfds_corpus
 
 

@@ -1,4 +1,4 @@
-"""Damaged archives and odd bytes in corpora (data/textio.py): a truncated .gz or a plain file
+"""Damaged archives and odd bytes in corpora (data/text_lines.py): a truncated .gz or a plain file
 named .gz is an error naming the file and the line reached (exit 2 from prepare_data.py
 and evaluate.py); a UTF-8 BOM at the start of a file is dropped; lines with NUL or other
 control characters are counted in a warning, or refused on request; an empty valid or
@@ -10,7 +10,7 @@ import pytest
 
 from transformer_tf.cli import evaluate as evaluate_cli
 from transformer_tf.cli import prepare_data as prepare_cli
-from transformer_tf.data.textio import (
+from transformer_tf.data.text_lines import (
     ControlCharacterError,
     DamagedArchiveError,
     check_parallel_files,

@@ -10,7 +10,7 @@ from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
 from transformer_tf.data import bpe
 from transformer_tf.data.bucketing import BucketSpec, bucket_boundaries
 from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
-from transformer_tf.data.textio import LineCountMismatchError, iter_lines
+from transformer_tf.data.text_lines import LineCountMismatchError, iter_lines
 from transformer_tf.data.transforms import DropCounter
 
 BUDGET = 512

@@ -16,7 +16,7 @@ CHILD = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
     from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.data.transforms import DropCounter
 
     prepared = load_prepared(sys.argv[1])

@@ -3,7 +3,7 @@ import pytest
 
 from transformer_tf.data.linearise import (
     RepairCounts, delinearise, linearise, tree_from_output, tree_symbols)
-from transformer_tf.data.treebank import (
+from transformer_tf.data.treebank_reader import (
     Tree, TreebankError, clean_tree, read_trees, split_files, strip_function_tags)
 
 MRG = """
@@ -132,7 +132,7 @@ def test_repair_counts_add_up():
 
 def test_prepared_treebank(tmp_path):
     from transformer_tf.data.bpe import python_processor
-    from transformer_tf.data.treebank_data import gold_path, prepare_treebank
+    from transformer_tf.data.treebank_to_prepared import gold_path, prepare_treebank
 
     source = tmp_path / "tb"
     source.mkdir()
@@ -152,7 +152,7 @@ def test_prepared_treebank(tmp_path):
         prepare_treebank(tmp_path / "nothing", tmp_path / "prep2")
     # "words" leaves: the target's pieces between the brackets are the source's own, and
     # each vocabulary tells its leaf convention.
-    from transformer_tf.data.treebank_data import leaves_of_vocabulary
+    from transformer_tf.data.treebank_to_prepared import leaves_of_vocabulary
 
     words = prepare_treebank(source, tmp_path / "prep_words", vocab_size=300, leaves="words")
     assert words.metadata["treebank"]["leaves"] == "words"

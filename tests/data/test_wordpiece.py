@@ -125,7 +125,7 @@ def test_display_pieces_use_sentencepiece_convention(small_wordpiece):
 def test_prepared_directory_and_saved_model_tokenize_with_word_pieces(
         tiny_multi30k, tmp_path):
     from transformer_tf.data.corpora import text_file_corpus
-    from transformer_tf.data.prepare import prepare_corpus
+    from transformer_tf.data.prepared_writer import prepare_corpus
     from transformer_tf.export.saved_model import export_saved_model
     from transformer_tf.inference.translator import Translator
     from transformer_tf.models.transformer import Transformer

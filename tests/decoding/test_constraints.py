@@ -24,7 +24,7 @@ import tensorflow as tf
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig, ModelConfig
 from transformer_tf.data.linearise import delinearise
 from transformer_tf.decoding.constraints import BracketGrammar, CopyBracketGrammar
-from transformer_tf.decoding.model_search import search_model, search_model_by_length
+from transformer_tf.decoding.model_driver import search_model, search_model_by_length
 from transformer_tf.models.transformer import Transformer
 
 VOCAB = 40
@@ -294,8 +294,8 @@ def test_every_beam_hypothesis_is_a_well_formed_tree(chunked, xla):
     decoding = DecodingConfig(beam_size=3, alpha=0.3, max_extra_length=6)
     grammar = _grammar()
     if chunked:
-        result = search_model_by_length(model, sources, decoding, chunk_size=4, n_best=3,
-                                        jit_compile=xla, constraint=grammar)
+        result = search_model_by_length(model, sources, decoding.replace(chunk_size=4),
+                                        n_best=3, jit_compile=xla, constraint=grammar)
     else:
         result = search_model(model, sources, decoding, n_best=3, constraint=grammar)
     unconstrained = search_model(model, sources, decoding, n_best=3)
@@ -325,8 +325,8 @@ def test_every_copy_grammar_hypothesis_is_the_source_in_brackets(path):
 
     def search(ids):
         if path == "xla_chunks":
-            return search_model_by_length(model, ids, decoding, chunk_size=4, n_best=3,
-                                          jit_compile=True, constraint=grammar)
+            return search_model_by_length(model, ids, decoding.replace(chunk_size=4),
+                                          n_best=3, jit_compile=True, constraint=grammar)
         return search_model(model, ids, decoding, n_best=3, constraint=grammar)
 
     if path == "compacting":

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig, ModelConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.decoding.model_search import (
+from transformer_tf.decoding.model_driver import (
     search_in_lanes, search_model, search_model_by_length)
 from transformer_tf.models.convs2s import ConvS2S
 from transformer_tf.models.transformer import Transformer
@@ -71,8 +71,9 @@ def test_each_row_gets_what_it_gets_alone(beam_size, n_best, chunk_size, stoppin
     sources = _sources()
     decoding = DecodingConfig(beam_size=beam_size, alpha=0.6, max_extra_length=6,
                               stopping=stopping)
-    result = search_model_by_length(model, tf.constant(sources), decoding, chunk_size,
-                                    n_best=n_best, encode_rows=4)
+    result = search_model_by_length(model, tf.constant(sources),
+                                    decoding.replace(chunk_size=chunk_size), n_best=n_best,
+                                    encode_rows=4)
     assert result.ids.shape[:2] == (len(LENGTHS), n_best)
     assert result.ids.shape[2] == max(LENGTHS) + 6  # the longest any row may reach
     _assert_same_as_alone(result, _row_by_row(model, 0, decoding, n_best))
@@ -87,9 +88,10 @@ def test_a_source_cursor_model_gets_what_it_gets_alone(chunk_size, xla):
     length), and carried with fixed shapes under XLA (chunks of 4, padded buckets)."""
     model = _transformer(source_cursor=True)
     sources = _sources()
-    decoding = DecodingConfig(beam_size=3, alpha=0.6, max_extra_length=6)
+    decoding = DecodingConfig(beam_size=3, alpha=0.6, max_extra_length=6,
+                              chunk_size=chunk_size)
     search = tf.function(
-        lambda ids: search_model_by_length(model, ids, decoding, chunk_size, n_best=2,
+        lambda ids: search_model_by_length(model, ids, decoding, n_best=2,
                                            encode_rows=4, jit_compile=xla),
         input_signature=[tf.TensorSpec([None, None], tf.int32)])
     result = search(tf.constant(sources))
@@ -103,7 +105,8 @@ def test_chunks_in_a_tf_function_with_unknown_batch_and_length():
     model = _transformer()
     decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=4)
     search = tf.function(  # rows encoded 2 at a time: groups that are empty, too
-        lambda ids: search_model_by_length(model, ids, decoding, 4, encode_rows=2),
+        lambda ids: search_model_by_length(model, ids, decoding.replace(chunk_size=4),
+                                           encode_rows=2),
         input_signature=[tf.TensorSpec([None, None], tf.int32)])
     sources = _sources(seed=3)
     whole = search_model(model, tf.constant(sources), decoding)
@@ -126,14 +129,15 @@ def test_a_second_family_is_chunked_the_same_way(chunk_size, encode_rows):
     model.build()
     sources = _sources(seed=1)
     decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=5)
-    result = search_model_by_length(model, tf.constant(sources), decoding, chunk_size,
+    result = search_model_by_length(model, tf.constant(sources),
+                                    decoding.replace(chunk_size=chunk_size),
                                     encode_rows=encode_rows)
     _assert_same_as_alone(result, _row_by_row(model, 1, decoding, 1))
 
 
 def test_chunk_size_must_be_positive():
     with pytest.raises(ValueError, match="chunk_size"):
-        search_model_by_length(None, tf.zeros([1, 1], tf.int32), DecodingConfig(), 0)
+        search_model_by_length(None, tf.zeros([1, 1], tf.int32), DecodingConfig(chunk_size=0))
 
 
 # 9 rows in 2 lanes (one filler row), 3 lanes (none) and 4 lanes (three filler rows);
@@ -146,7 +150,8 @@ def test_lanes_give_each_row_what_it_gets_alone(lanes, chunk_size, beam_size, n_
 
     def search(ids):
         if chunk_size:
-            return search_model_by_length(model, ids, decoding, chunk_size, n_best=n_best)
+            return search_model_by_length(model, ids, decoding.replace(chunk_size=chunk_size),
+                                          n_best=n_best)
         return search_model(model, ids, decoding, n_best=n_best)
 
     result = search_in_lanes(search, tf.constant(_sources()), lanes)
@@ -159,8 +164,8 @@ def test_lanes_in_a_tf_function_take_any_batch():
     and no rows at all; num_steps adds up the lanes' steps."""
     model = _transformer()
     decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=4)
-    one_search = functools.partial(search_model_by_length, model, decoding=decoding,
-                                   chunk_size=4)
+    one_search = functools.partial(search_model_by_length, model,
+                                   decoding=decoding.replace(chunk_size=4))
     search = tf.function(lambda ids: search_in_lanes(one_search, ids, 3),
                          input_signature=[tf.TensorSpec([None, None], tf.int32)])
     sources = _sources(seed=3)
@@ -239,15 +244,16 @@ def test_the_lanes_share_one_compiled_search(lanes):
 def test_xla_compiled_chunks_find_the_same_hypotheses():
     """Chunks of 4 rows, sources padded to 8 or 16 positions (the buckets of LENGTHS, up
     to 12), each bucket's search compiled once by XLA. (Greedy search under XLA is checked
-    against the graph in tests/models/test_fast_paths.py and tests/decoding/test_search.py;
-    the chunking around it does not depend on the beam.)"""
+    against the graph in tests/models/test_fast_paths.py and
+    tests/decoding/test_beam_and_greedy.py; the chunking around it does not depend on the
+    beam.)"""
     beam_size, n_best = 3, 2
     model = _transformer()
     sources = _sources(seed=4)
     decoding = DecodingConfig(beam_size=beam_size, alpha=0.6, max_extra_length=6)
     search = tf.function(
-        lambda ids: search_model_by_length(model, ids, decoding, 4, n_best=n_best,
-                                           jit_compile=True),
+        lambda ids: search_model_by_length(model, ids, decoding.replace(chunk_size=4),
+                                           n_best=n_best, jit_compile=True),
         input_signature=[tf.TensorSpec([None, None], tf.int32)])
     result = search(tf.constant(sources))
     assert result.ids.shape[2] == max(LENGTHS) + 6
@@ -260,6 +266,6 @@ def test_xla_buckets_never_pass_the_models_positions():
     sources = _sources(seed=4)
     decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=6)
     result = tf.function(lambda ids: search_model_by_length(
-        model, ids, decoding, 4, jit_compile=True))(tf.constant(sources))
+        model, ids, decoding.replace(chunk_size=4), jit_compile=True))(tf.constant(sources))
     assert result.ids.shape[2] == 12  # outputs capped at the model's positions too
     _assert_same_as_alone(result, _row_by_row(model, 4, decoding, 1))

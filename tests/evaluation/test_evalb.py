@@ -10,7 +10,7 @@ from transformer_tf.evaluation.evalb import COLLINS, EvalbParams, evalb, score_s
 @pytest.fixture(scope="module")
 def treebank_trees(shared_data_dir):
     """The cleaned trees of 20 files of the WSJ sample (skip without the shared data)."""
-    from transformer_tf.data.treebank import clean_trees, read_mrg_file
+    from transformer_tf.data.treebank_reader import clean_trees, read_mrg_file
 
     files = sorted((shared_data_dir / "ptb_wsj_sample").glob("wsj_01[0-1]?.mrg"))
     if not files:
@@ -106,7 +106,7 @@ def test_tagging_accuracy_and_the_length_cutoff():
 
 
 def _without_punctuation_and_top(tree):
-    from transformer_tf.data.treebank import Tree
+    from transformer_tf.data.treebank_reader import Tree
 
     def strip(node):
         if node.is_preterminal:

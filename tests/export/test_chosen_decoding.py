@@ -1,10 +1,12 @@
 """Beam size and alpha chosen on the dev set: the grid's argmax is recorded in the run
 directory, export and translate use it as the run's default, an explicit setting wins."""
+import argparse
 import random
 import shutil
 
 import pytest
 
+from transformer_tf.cli.flags import search_settings
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.decoding_choice import (
     DecodingScore,
@@ -12,7 +14,11 @@ from transformer_tf.inference.decoding_choice import (
     decoding_grid,
     pick_decoding,
 )
-from transformer_tf.inference.loading import load_trained, read_export_info
+from transformer_tf.inference.loading import (
+    load_trained,
+    read_export_info,
+    source_decoding,
+)
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir.model_dir import (
     DECODING_FILE,
@@ -82,7 +88,7 @@ def test_the_argmax_of_a_known_table_is_recorded_and_export_uses_it(tiny_run, tm
     exported = read_export_info(out)["decoding"]
     assert (exported["beam_size"], exported["alpha"]) == (4, 1.0)
     # ... but an explicit setting wins, field by field.
-    decoding = load_trained(run, beam_size=3)[2].decoding
+    decoding = search_settings(argparse.Namespace(beam_size=3), source_decoding(model_dir=run))
     assert (decoding.beam_size, decoding.alpha) == (3, 1.0)
 
     # A damaged record is ignored, with a warning naming it.

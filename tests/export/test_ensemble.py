@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig, TrainingConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.decoding.model_search import search_model
+from transformer_tf.decoding.model_driver import search_model
 from transformer_tf.inference.loading import (
     EnsembleMismatchError,
     load_ensemble,

@@ -13,8 +13,8 @@ import tensorflow as tf
 from transformer_tf.config import DecodingConfig
 from transformer_tf.presets import get_preset
 from transformer_tf.data.bpe import BpeOptions, BpeTokenizer, train_bpe
-from transformer_tf.decoding.model_search import search_model
-from transformer_tf.decoding.search import beam_search, length_penalty, tile_beams
+from transformer_tf.decoding.model_driver import search_model
+from transformer_tf.decoding.beam_and_greedy import beam_search, length_penalty, tile_beams
 from transformer_tf.export.saved_model import export_saved_model
 from transformer_tf.inference.translator import Translator
 from transformer_tf.models.transformer import Transformer

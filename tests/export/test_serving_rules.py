@@ -9,7 +9,7 @@ import tensorflow as tf
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data.bpe import line_break_piece_ids, python_processor
 from transformer_tf.data.source_text import blank_rows, is_blank
-from transformer_tf.decoding.model_search import search_model
+from transformer_tf.decoding.model_driver import search_model
 from transformer_tf.inference.batch import from_translator, translate_lines
 
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from transformer_tf.config import EOS_ID, DecodingConfig
 from transformer_tf.data.bpe import python_processor
-from transformer_tf.decoding.model_search import XLA_LENGTH_BUCKET
+from transformer_tf.decoding.model_driver import XLA_LENGTH_BUCKET
 from transformer_tf.export.warmup import (
     MAX_RECORDS, WARMUP_FILE, one_piece_word, warmup_batches, write_warmup_requests)
 from transformer_tf.inference.loading import EXTRA_DIR, read_export_info

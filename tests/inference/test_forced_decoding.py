@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.decoding.model_search import search_model
+from transformer_tf.decoding.model_driver import search_model
 from transformer_tf.inference.forced_decoding import forced_scores, teacher_forcing_inputs
 from transformer_tf.models.convs2s import ConvS2S
 from transformer_tf.models.transformer import Transformer

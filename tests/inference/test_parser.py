@@ -80,7 +80,7 @@ def test_saved_model_through_parse_script(exported_parser, monkeypatch, capsys):
     import pathlib
     import runpy
 
-    from transformer_tf.data.treebank import read_trees
+    from transformer_tf.data.treebank_reader import read_trees
 
     script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "parse.py"
     main = runpy.run_path(str(script))["main"]
@@ -109,7 +109,7 @@ def test_parser_with_words_as_leaves_copies_the_sentence_into_a_tree():
     """A tiny random model over a vocabulary without the word slot: the Parser reads it
     as "words" leaves, the tree grammar copies the input pieces, so the raw output is the
     sentence with brackets around and the tree needs no repair."""
-    from transformer_tf.data.treebank import read_trees
+    from transformer_tf.data.treebank_reader import read_trees
 
     parser = _tiny_parser("words", beam_size=2, seed=6)
     assert parser.leaves == "words"

@@ -11,8 +11,8 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from transformer_tf.data.prepared import load_prepared
-from transformer_tf.inference.loading import load_trained
+from transformer_tf.data.prepared_reader import load_prepared
+from transformer_tf.inference.loading import load_trained, source_decoding
 from transformer_tf.evaluation import corpus_bleu
 from transformer_tf.inference.selection import DevScore, average_and_choose, compare_on_dev
 from transformer_tf.jobs.main_job import MainJobOptions, run_main_job
@@ -44,9 +44,10 @@ def test_a_bad_tail_checkpoint_never_makes_the_result_worse(tiny_multi30k, tmp_p
     tf.train.Checkpoint(model=model).write(tail[1])
 
     prepared = load_prepared(tiny_multi30k.directory)
+    beam_2 = source_decoding(model_dir=model_dir).replace(beam_size=2, alpha=0.6)
     for bleu_limit in (8, None):  # BLEU on 8 dev sentences, then on all 40
         with gc_frozen():  # (as the main job does between its stages)
-            selection = average_and_choose(model_dir, prepared, 3, beam_size=2, alpha=0.6,
+            selection = average_and_choose(model_dir, prepared, 3, decoding=beam_2,
                                            bleu_limit=bleu_limit)  # NLL on all 40 dev pairs
         assert selection.averaged_sources == tail
         latest, average = selection.scores

@@ -29,6 +29,7 @@ from transformer_tf.inference.batch import (
     translate_lines,
     translate_splitting,
 )
+from transformer_tf.inference.loading import source_decoding
 from transformer_tf.inference.streaming import (
     OutputFormat,
     check_output,
@@ -53,7 +54,8 @@ def run_dir(tiny_multi30k, tmp_path_factory, write_checkpointed_run):
 
 @pytest.fixture(scope="module")
 def translator(run_dir):
-    return load_translator(model_dir=str(run_dir), beam_size=1, max_extra_length=3)
+    decoding = source_decoding(model_dir=run_dir).replace(beam_size=1, max_extra_length=3)
+    return load_translator(model_dir=str(run_dir), decoding=decoding)
 
 
 @pytest.fixture(scope="module")

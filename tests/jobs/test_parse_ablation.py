@@ -9,10 +9,10 @@ import types
 
 import pytest
 
-from transformer_tf.data.treebank import Tree, read_trees
-from transformer_tf.data.treebank_data import gold_path
+from transformer_tf.data.treebank_reader import Tree, read_trees
+from transformer_tf.data.treebank_to_prepared import gold_path
 from transformer_tf.evaluation.evalb import evalb
-from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.jobs.parse_ablation import (
     NOT_RUN,
     ROW_KEYS,

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 import tensorflow as tf
 
-from transformer_tf.data.treebank import read_trees
+from transformer_tf.data.treebank_reader import read_trees
 
 
 @pytest.mark.slow

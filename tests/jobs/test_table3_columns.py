@@ -50,7 +50,7 @@ def test_perplexity_of_a_known_nll_through_the_evaluation_path():
 
 def test_bleu_of_known_hypothesis_and_reference_files(tmp_path):
     from transformer_tf.evaluation.scoring import corpus_bleu
-    from transformer_tf.evaluation.textfiles import read_lines
+    from transformer_tf.evaluation.hypothesis_files import read_lines
 
     (tmp_path / "hyp").write_text("a b c d\n", encoding="utf-8")
     (tmp_path / "ref").write_text("a b c d e\n", encoding="utf-8")

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, ModelConfig
-from transformer_tf.decoding.model_search import search_with_lengths
+from transformer_tf.decoding.model_driver import search_with_lengths
 from transformer_tf.layers import kernel_layout
 from transformer_tf.layers.attention import CachedMultiHeadAttention
 from transformer_tf.layers.feed_forward import PositionwiseFeedForward

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from transformer_tf.config import EOS_ID, PAD_ID, ModelConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.decoding.search import tile_beams
+from transformer_tf.decoding.beam_and_greedy import tile_beams
 from transformer_tf.models.convs2s import ConvS2S
 from transformer_tf.models.transformer import Transformer
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from transformer_tf.config import ConfigError, ConvS2SConfig, DecodingConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.decoding.model_search import search_model
+from transformer_tf.decoding.model_driver import search_model
 from transformer_tf.layers.glu_block import ConvGLUBlock, gated_linear_unit, scaled_residual
 from transformer_tf.layers.gradient_scale import scale_gradient
 from transformer_tf.layers.weight_norm import WeightNormConv1D

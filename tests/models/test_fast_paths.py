@@ -26,7 +26,7 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig, ModelConfig, TrainingConfig
-from transformer_tf.decoding.model_search import search_with_lengths
+from transformer_tf.decoding.model_driver import search_with_lengths
 from transformer_tf.models.transformer import Transformer
 from transformer_tf.training.fit import build_model_and_optimizer
 

@@ -135,7 +135,7 @@ def test_growing_and_fixed_caches_find_the_same_hypotheses(beam_size, variant):
     """The searches with a growing cache (search_model's) and with a fixed one of the
     longest output's size (as under XLA) give the same ids and scores."""
     from transformer_tf.config import DecodingConfig
-    from transformer_tf.decoding.model_search import search_model, search_with_lengths
+    from transformer_tf.decoding.model_driver import search_model, search_with_lengths
 
     rng = np.random.default_rng(8)
     model = Transformer(SMALL.replace(**VARIANTS[variant]))

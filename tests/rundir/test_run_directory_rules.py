@@ -118,7 +118,7 @@ def other_pair(tiny_multi30k, tmp_path_factory):
     """Prepared data like tiny_multi30k's but another language pair and tokenizer."""
     from transformer_tf.data import bpe
     from transformer_tf.data.corpora import text_file_corpus
-    from transformer_tf.data.prepare import prepare_corpus
+    from transformer_tf.data.prepared_writer import prepare_corpus
 
     files = {split: (tiny_multi30k.files(split).target, tiny_multi30k.files(split).source)
              for split in ("train", "valid")}  # de -> en
@@ -163,7 +163,7 @@ def held(run, lock_held_elsewhere):
 
 def test_every_writer_waits_for_the_lock_before_deciding_anything(held, other_pair,
                                                                   tiny_multi30k, tmp_path):
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.inference.selection import average_and_choose
 
     before = snapshot(held)

@@ -19,8 +19,8 @@ from transformer_tf.cli import train as train_cli
 from transformer_tf.config import DecodingConfig, ModelConfig, TrainingConfig
 from transformer_tf.presets import get_preset
 from transformer_tf.data.corpora import text_file_corpus
-from transformer_tf.data.prepare import prepare_corpus
-from transformer_tf.data.textio import sha256_of_files
+from transformer_tf.data.prepared_writer import prepare_corpus
+from transformer_tf.data.text_lines import sha256_of_files
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir import model_dir as model_dir_lib
 from transformer_tf.training.fit import TrainOptions, build_model_and_optimizer, train

@@ -14,9 +14,13 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.config import ModelConfig
-from transformer_tf.data.prepared import load_prepared
+from transformer_tf.data.prepared_reader import load_prepared
 from transformer_tf.export.saved_model import export_model_dir
-from transformer_tf.inference.loading import load_trained, read_export_info
+from transformer_tf.inference.loading import (
+    load_trained,
+    read_export_info,
+    source_decoding,
+)
 from transformer_tf.inference.selection import average_and_choose
 from transformer_tf.models.transformer import Transformer
 from transformer_tf.rundir import checkpoints
@@ -241,8 +245,9 @@ def test_a_run_whose_later_checkpoints_got_worse_keeps_and_exports_its_best(stop
             weight.assign(weight.numpy() + rng.normal(0, 1.0, weight.shape).astype("float32"))
         tf.train.Checkpoint(model=model).write(path)
     with gc_frozen():
+        greedy = source_decoding(model_dir=model_dir).replace(beam_size=1, alpha=0.6)
         selection = average_and_choose(model_dir, load_prepared(tiny_multi30k.directory), 2,
-                                       beam_size=1, alpha=0.6, bleu_limit=8)
+                                       decoding=greedy, bleu_limit=8)
     # Only ckpt-8 is in the last 20% of training: nothing to average.
     assert [score.name for score in selection.scores] == ["latest", "best"]
     assert selection.note == ("not averaged: 1 checkpoint(s) in the final 20% of training; "

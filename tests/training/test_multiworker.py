@@ -36,7 +36,7 @@ TIMEOUT = 420  # seconds for both workers together
 WORKER = r"""
 import json, os, runpy, sys
 import numpy as np
-from transformer_tf.training import callbacks, fit, keras_workarounds
+from transformer_tf.training import callbacks, distribution, fit, multi_worker_fit
 
 out, time_up, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
@@ -49,12 +49,12 @@ def keep(*args, **kwargs):
     return kept["model"]
 fit.build_model_and_optimizer = keep
 log_shapes = set()
-shape_logs = keras_workarounds.MultiWorkerFitMixin.shape_logs_for_strategy
+shape_logs = multi_worker_fit.MultiWorkerFitMixin.shape_logs_for_strategy
 def record(self, logs):
     logs = shape_logs(self, logs)
     log_shapes.update(tuple(v.shape) for v in logs.values())
     return logs
-keras_workarounds.MultiWorkerFitMixin.shape_logs_for_strategy = record
+multi_worker_fit.MultiWorkerFitMixin.shape_logs_for_strategy = record
 
 sys.argv = list(argv)  # argv[0] is the script
 try:
@@ -63,7 +63,7 @@ except SystemExit as exit:
     code = exit.code
 model = kept["model"]
 np.savez(out, iterations=int(model.optimizer.iterations.numpy()),
-         multi_worker=keras_workarounds.is_multi_worker(model.distribute_strategy),
+         multi_worker=distribution.is_multi_worker(model.distribute_strategy),
          log_shapes=np.array(sorted(log_shapes)),
          **{f"w{i}": w.numpy() for i, w in enumerate(model.weights)})
 sys.stdout.flush()

@@ -144,7 +144,7 @@ def test_a_run_with_word_loss_any_trains_the_pooled_loss(shared_data_dir, tiny_m
                                                           tmp_path, monkeypatch):
     """The training driver gives the trainer the parsing vocabulary's word pieces; on
     translation data it refuses, naming the data, before it writes anything."""
-    from transformer_tf.data.treebank_data import prepare_treebank
+    from transformer_tf.data.treebank_to_prepared import prepare_treebank
     from transformer_tf.training import fit
 
     files = sorted((shared_data_dir / "ptb_wsj_sample").glob("*.mrg"))[:14]

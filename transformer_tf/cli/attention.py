@@ -33,7 +33,7 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_search_flags
+from transformer_tf.cli.flags import add_flag, add_search_flags, search_settings
 from transformer_tf.runtime import console
 
 
@@ -52,9 +52,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="SavedModel directory written by scripts/export.py")
-    source.add_argument("--model-dir", help="training run directory")
-    parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
+    add_flag(source, "saved_model", help="SavedModel directory written by scripts/export.py")
+    add_flag(source, "model_dir")
+    add_flag(parser, "checkpoint")
     parser.add_argument("--text", required=True, help="the source sentence")
     parser.add_argument("--target", help="the target sentence (default: the model's own "
                                          "beam-search translation)")
@@ -69,7 +69,7 @@ def main(argv=None):
                         help="label BPE pieces instead of merging them into words")
     add_search_flags(parser, "the model's")
     parser.add_argument("--dpi", type=positive_int, default=100, help="PNG pixels per inch")
-    parser.add_argument("--out", required=True, help="directory for the PNG files")
+    add_flag(parser, "out", required=True, help="directory for the PNG files")
     console.add_verbose_flag(parser)
     add_version_flag(parser)
     args = parser.parse_args(argv)
@@ -81,13 +81,16 @@ def main(argv=None):
 def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.inference.attention import attention_figures, load_model
+    from transformer_tf.inference.loading import source_decoding
     from transformer_tf.visualization.plots import check_matplotlib
     from transformer_tf.visualization.words import pieces_to_text
 
     try:
         check_matplotlib()
+        decoding = search_settings(args, source_decoding(model=args.model,
+                                                         model_dir=args.model_dir))
         model, tokenizer, decoding = load_model(args.model_dir, args.model, args.checkpoint,
-                                                args.beam_size, args.alpha)
+                                                decoding)
         maps, paths = attention_figures(
             model, tokenizer, decoding, args.text, args.out, target=args.target,
             kind=args.kind, layer=args.layer, heads=args.heads, word=args.word,

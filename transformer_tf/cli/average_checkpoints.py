@@ -29,20 +29,19 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_search_flags
+from transformer_tf.cli.flags import add_flag, add_search_flags, search_settings
 from transformer_tf.runtime import console
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True,
-                        help="the run's model directory (written by scripts/train.py)")
+    add_flag(parser, "model_dir", required=True,
+             help="the run's model directory (written by scripts/train.py)")
     parser.add_argument("--last", type=positive_int,
                         help="how many of the newest checkpoints to average (default: the "
                              "run's training.average_last: 5 for base, 20 for big)")
-    parser.add_argument("--out",
-                        help="prefix of the checkpoint to write (default: MDIR/averaged/ckpt)")
+    add_flag(parser, "out", help="prefix of the checkpoint to write (default: MDIR/averaged/ckpt)")
     parser.add_argument("--allow-fewer", action="store_true",
                         help="average the checkpoints there are when fewer than --last exist "
                              "(with a warning) instead of failing")
@@ -63,7 +62,8 @@ def main(argv=None) -> int:
 def _run(args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.inference.loading import source_decoding
     from transformer_tf.inference.selection import average_and_choose
     from transformer_tf.rundir.model_dir import (
         CHOSEN_FILE,
@@ -74,9 +74,10 @@ def _run(args) -> int:
 
     if args.select == "dev":
         run = read_run_config(args.model_dir)
+        decoding = search_settings(args, source_decoding(model_dir=args.model_dir))
         selection = average_and_choose(
             args.model_dir, load_prepared(run.data_dir), args.last or run.training.average_last,
-            args.out, beam_size=args.beam_size, alpha=args.alpha)
+            args.out, decoding)
         print(selection.note)
         for score in selection.scores:
             print(f"  {score.describe()}")

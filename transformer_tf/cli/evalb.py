@@ -19,6 +19,7 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_flag
 from transformer_tf.runtime import console
 
 
@@ -27,14 +28,13 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("gold", help="gold trees, one per line")
     parser.add_argument("test", help="parser output trees, one per line")
-    parser.add_argument("--against", metavar="OTHER",
-                        help="a second parser's trees of the same sentences: compare TEST "
-                             "with them by paired bootstrap")
+    add_flag(parser, "against",
+             help="a second parser's trees of the same sentences: compare TEST with them by "
+                  "paired bootstrap")
     parser.add_argument("--samples", type=positive_int, default=1000,
                         help="bootstrap samples for --against (default 1000)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="random seed of the bootstrap draws (default 0)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_flag(parser, "seed", default=0, help="random seed of the bootstrap draws (default 0)")
+    add_flag(parser, "json", help="print the report as JSON")
     console.add_verbose_flag(parser)
     add_version_flag(parser)
     args = parser.parse_args(argv)

@@ -9,6 +9,7 @@ import dataclasses
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_flag
 from transformer_tf.evaluation import (
     DEFAULT_LANG,
     EvaluationInputError,
@@ -71,17 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument(
         "--no-compound-splitting", dest="compound_splitting", action="store_false",
         help="never apply compound splitting in the paper-style BLEU")
-    parser.add_argument(
-        "--json", action="store_true",
-        help='print one JSON object instead of text: {"bleu", "chrf", "signature", '
-             '"chrf_signature", "bleu_paper_tokenized", "bleu_lowercase_tokenized", their '
-             'signatures, counts, and a "scores" object with every label and detail}')
-    parser.add_argument(
-        "--against", metavar="OTHER_HYP",
-        help="another system's output of the same segments: add sacreBLEU's paired "
-             "bootstrap resampling of --hyp against it for BLEU and chrF (p-values, 95%% "
-             "confidence intervals; significant: p < 0.05); in --json, a \"significance\" "
-             "object (docs/scoring.md)")
+    add_flag(parser, "json",
+             help='print one JSON object instead of text: {"bleu", "chrf", "signature", '
+                  '"chrf_signature", "bleu_paper_tokenized", "bleu_lowercase_tokenized", their '
+                  'signatures, counts, and a "scores" object with every label and detail}')
+    add_flag(parser, "against",
+             help="another system's output of the same segments: add sacreBLEU's paired bootstrap "
+                  "resampling of --hyp against it for BLEU and chrF (p-values, 95%% confidence "
+                  "intervals; significant: p < 0.05); in --json, a \"significance\" object "
+                  "(docs/scoring.md)")
     parser.add_argument(
         "--bootstrap-samples", type=positive_int, default=1000, metavar="N",
         help="resamples of the paired bootstrap (default %(default)s, sacreBLEU's)")

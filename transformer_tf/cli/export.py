@@ -19,7 +19,7 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, non_negative_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_search_flags
+from transformer_tf.cli.flags import add_flag, add_search_flags, search_settings
 from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS, SERVING_PRECISIONS
 from transformer_tf.runtime import console
 
@@ -28,16 +28,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     model = parser.add_mutually_exclusive_group(required=True)
-    model.add_argument("--model-dir", help="training run directory")
-    model.add_argument("--ensemble", nargs="+", metavar="MDIR",
-                       help="training run directories decoded together (the mean of their "
-                            "log-probabilities at every step), each at its default "
-                            "checkpoint; they must share one tokenizer; the first run's "
-                            "search settings")
-    parser.add_argument("--out", required=True,
-                        help="version directory to write, saved_models/NAME/VERSION (VERSION: "
-                             "an integer; TF Serving serves the highest)")
-    parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
+    add_flag(model, "model_dir")
+    add_flag(model, "ensemble")
+    add_flag(parser, "out", required=True,
+             help="version directory to write, saved_models/NAME/VERSION (VERSION: an integer; TF "
+                  "Serving serves the highest)")
+    add_flag(parser, "checkpoint", help="checkpoint prefix to export instead of the default")
     add_search_flags(parser, "the run's: chosen on the dev set by the main job, else the preset's",
                      length=True, stopping=True, purpose="baked into the signatures")
     parser.add_argument("--chunk-size", type=int,
@@ -49,13 +45,12 @@ def main(argv=None):
                              "outputs); for CPU serving, one per core, with TF Serving's "
                              "--tensorflow_intra_op_parallelism=1 and "
                              "--tensorflow_inter_op_parallelism=LANES (default: the run's, 1)")
-    parser.add_argument("--xla", action="store_true", default=None,
-                        help="compile each chunk's search with XLA (needs --chunk-size; each "
-                             "chunk shape and source length bucket of 8 compiles on its "
-                             "first request)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing version (only a SavedModel; anything else "
-                             "in --out is refused)")
+    add_flag(parser, "xla", default=None,
+             help="compile each chunk's search with XLA (needs --chunk-size; each chunk shape and "
+                  "source length bucket of 8 compiles on its first request)")
+    add_flag(parser, "overwrite",
+             help="replace an existing version (only a SavedModel; anything else in --out is "
+                  "refused)")
     parser.add_argument("--max-batch-rows", type=non_negative_int, default=DEFAULT_MAX_BATCH_ROWS,
                         help="the most sentences (rows) one request may hold: a larger request "
                              "fails with InvalidArgument naming the limit instead of running "
@@ -93,12 +88,12 @@ def main(argv=None):
 def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.export.saved_model import export_ensemble, export_model_dir
+    from transformer_tf.inference.loading import source_decoding
 
+    base = source_decoding(model_dir=args.model_dir, ensemble=args.ensemble)
     options = {"ids_only": args.ids_only, "warmup": args.warmup,
-               "max_batch_rows": args.max_batch_rows, "beam_size": args.beam_size,
-               "alpha": args.alpha, "max_extra_length": args.max_extra_length,
-               "chunk_size": args.chunk_size, "lanes": args.lanes, "xla": args.xla,
-               "stopping": args.stopping, "precision": args.precision,
+               "max_batch_rows": args.max_batch_rows,
+               "decoding": search_settings(args, base), "precision": args.precision,
                "force_precision": args.force_precision}
     if args.ensemble:
         path = export_ensemble(args.ensemble, args.out, args.overwrite, **options)

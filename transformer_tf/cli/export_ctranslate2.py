@@ -26,26 +26,24 @@ import logging
 
 from transformer_tf.cli.arguments import add_version_flag
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_search_flags
+from transformer_tf.cli.flags import add_flag, add_search_flags, search_settings
 from transformer_tf.runtime import console
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True, help="training run directory")
-    parser.add_argument("--out", required=True,
-                        help="CTranslate2 model directory to write, NAME/VERSION (VERSION: an "
-                             "integer)")
-    parser.add_argument("--checkpoint", help="checkpoint prefix to export instead of the default")
+    add_flag(parser, "model_dir", required=True)
+    add_flag(parser, "out", required=True,
+             help="CTranslate2 model directory to write, NAME/VERSION (VERSION: an integer)")
+    add_flag(parser, "checkpoint", help="checkpoint prefix to export instead of the default")
     add_search_flags(parser, "the run's", purpose="recorded for the runner")
     parser.add_argument("--quantization",
                         choices=["int8", "int8_float32", "int16", "bfloat16", "int8_bfloat16"],
                         help="store the weights in this type (default: float32, exact); "
                              "the arithmetic is the loader's compute_type")
     parser.add_argument("--precision", help=argparse.SUPPRESS)  # refused below, with the way
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing version (only a CTranslate2 model)")
+    add_flag(parser, "overwrite", help="replace an existing version (only a CTranslate2 model)")
     console.add_verbose_flag(parser)
     add_version_flag(parser)
     args = parser.parse_args(argv)
@@ -62,10 +60,11 @@ def _run(args) -> int:
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.cli.export import say_default_checkpoint
     from transformer_tf.export.ctranslate2 import export_model_dir_ctranslate2
+    from transformer_tf.inference.loading import source_decoding
 
+    decoding = search_settings(args, source_decoding(model_dir=args.model_dir))
     path = export_model_dir_ctranslate2(args.model_dir, args.out, args.checkpoint,
-                                        args.overwrite, args.quantization,
-                                        beam_size=args.beam_size, alpha=args.alpha)
+                                        args.overwrite, args.quantization, decoding)
     if not args.checkpoint:
         say_default_checkpoint(args.model_dir)
     print(path)

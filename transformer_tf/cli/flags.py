@@ -1,19 +1,35 @@
 """Flags several commands share, each defined here once: the search's (--beam-size,
---alpha, --max-extra-length, --stopping), --precision and --quiet. Their choices come from
-`transformer_tf.config`, so a new value is added in one place; a command says where its
-defaults come from ("the model's", "the run's", "the preset's")."""
+--alpha, --max-extra-length, --stopping), --precision, --quiet and the flags of `SHARED`
+(--model-dir, --out, --eval-every, ...). Their forms and choices come from here and from
+`transformer_tf.config`, so a new value is added in one place; a command says what a flag
+means for it (the help of --out: which directory it writes) and where its defaults come
+from ("the model's", "the run's", "the preset's")."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from typing import Any
 
 from transformer_tf.cli.arguments import (
     non_negative_float,
     non_negative_int,
     positive_int,
 )
-from transformer_tf.config import PRECISIONS, RECIPES, STOPPING_RULES, DecodingConfig
+from transformer_tf.config import (
+    GRAMMARS,
+    PRECISIONS,
+    RECIPES,
+    STOPPING_RULES,
+    ConfigError,
+    DecodingConfig,
+)
+from transformer_tf.presets import DEFAULT_PRESETS, PRESET_NAMES
 
 _PAPER = DecodingConfig()
+# The DecodingConfig fields a command's search flags may set (`search_settings`); a flag a
+# command does not define counts as not given.
+SEARCH_FLAG_FIELDS = ("beam_size", "alpha", "max_extra_length", "stopping", "grammar",
+                      "chunk_size", "lanes", "xla")
 
 
 def add_search_flags(parser: argparse.ArgumentParser, defaults: str, *,
@@ -41,6 +57,22 @@ def add_search_flags(parser: argparse.ArgumentParser, defaults: str, *,
                                  f"(faster; can miss a better, longer output)")
 
 
+def search_settings(args, base: DecodingConfig, n_best: int = 1) -> DecodingConfig:
+    """The one `DecodingConfig` a command searches with, built once and passed down as it
+    is: `base` (the model's or the run's settings) with the search flags the user gave
+    (`SEARCH_FLAG_FIELDS`; None keeps `base`'s), and `n_best` checked against its beam
+    size. Raises ConfigError naming --n-best."""
+    decoding = base.with_overrides(**{field: getattr(args, field, None)
+                                      for field in SEARCH_FLAG_FIELDS})
+    try:
+        decoding.check_n_best(n_best)
+    except ConfigError:
+        raise ConfigError(f"--n-best {n_best}: a search of beam size {decoding.beam_size} "
+                          f"keeps at most {decoding.beam_size} hypotheses per sentence; "
+                          f"give --beam-size {n_best} or more") from None
+    return decoding
+
+
 def add_precision_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=PRECISIONS, default="auto",
                         help="dtype policy (default auto: on GPUs mixed_bfloat16 from "
@@ -65,5 +97,86 @@ def add_early_stopping_flag(parser: argparse.ArgumentParser) -> None:
                              "either way")
 
 
-def add_quiet_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+def add_quiet_flag(parser: argparse.ArgumentParser, help: str = "no progress bars") -> None:
+    parser.add_argument("--quiet", action="store_true", help=help)
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedFlag:
+    """A flag several commands take: its string, its form (type, choices, action, nargs,
+    metavar) and the help that holds for every command, if one does."""
+
+    flag: str
+    form: dict
+    help: str | None = None
+
+
+# Each shared flag by the name of what it means; two meanings of one string (--model: a
+# model family or a SavedModel; --src: a language or a file) are two entries.
+SHARED = {
+    # What a command reads: runs, exports, data.
+    "model_dir": SharedFlag("--model-dir", {}, "training run directory"),
+    "checkpoint": SharedFlag("--checkpoint", {}, "with --model-dir: checkpoint prefix to use"),
+    "ensemble": SharedFlag("--ensemble", {"nargs": "+", "metavar": "MDIR"},
+                           "training run directories decoded together (the mean of their "
+                           "log-probabilities at every step), each at its default "
+                           "checkpoint; they must share one tokenizer; the first run's "
+                           "search settings"),
+    "saved_model": SharedFlag("--model", {}, "SavedModel directory (saved_models/NAME/VERSION)"),
+    "family": SharedFlag("--model", {"choices": sorted(DEFAULT_PRESETS)},
+                         "model family; alone, it picks the family's Multi30k preset "
+                         "(transformer: multi30k, convs2s: convs2s_multi30k)"),
+    "preset": SharedFlag("--preset", {"choices": PRESET_NAMES}),
+    "data": SharedFlag("--data", {}, "prepared data directory (scripts/prepare_data.py)"),
+    "data_dir": SharedFlag("--data-dir", {}),
+    "dataset": SharedFlag("--dataset", {}),
+    "source_language": SharedFlag("--src", {}),
+    "target_language": SharedFlag("--tgt", {}),
+    "source_file": SharedFlag("--src", {"metavar": "FILE"}),
+    "target_file": SharedFlag("--tgt", {"metavar": "FILE"}),
+    "vocab_size": SharedFlag("--vocab-size", {"type": positive_int}),
+    "subword": SharedFlag("--subword", {"choices": ("bpe", "wordpiece")}),
+    # What a command writes.
+    "out": SharedFlag("--out", {}),
+    "work_dir": SharedFlag("--work-dir", {}),
+    "results": SharedFlag("--results", {}),
+    "overwrite": SharedFlag("--overwrite", {"action": "store_true"}),
+    # Training plans and checks.
+    "max_steps": SharedFlag("--max-steps", {"type": positive_int},
+                            "train this many steps in total"),
+    "epochs": SharedFlag("--epochs", {"type": float}),
+    "train_minutes": SharedFlag("--train-minutes", {"type": float}),
+    "eval_every": SharedFlag("--eval-every", {"type": positive_int}),
+    "validation_sentences": SharedFlag("--validation-sentences", {"type": non_negative_int}),
+    "average_last": SharedFlag("--average-last", {"type": positive_int}),
+    "dev_limit": SharedFlag("--dev-limit", {"type": positive_int}),
+    "seed": SharedFlag("--seed", {"type": int}),
+    "xla": SharedFlag("--xla", {"action": "store_true"}),
+    # Scoring.
+    "against": SharedFlag("--against", {"metavar": "OTHER"}),
+    "json": SharedFlag("--json", {"action": "store_true"}),
+    # Decoding.
+    "batch_size": SharedFlag("--batch-size", {"type": positive_int}),
+    "grammar": SharedFlag("--grammar", {"choices": GRAMMARS}),
+}
+
+_NOT_GIVEN = object()
+
+
+def add_flag(parser, name: str, help: str | None = None, *, default: Any = _NOT_GIVEN,
+             required: bool = False, choices=None) -> None:
+    """Add the shared flag `SHARED[name]` to `parser` (or an argument group): its form from
+    here, with `help` (what it means for this command; else the common help), `default`,
+    `required`, and `choices` for a command that takes only some values."""
+    shared = SHARED[name]
+    text = help or shared.help
+    if text is None:
+        raise ValueError(f"{shared.flag} ({name}) has no common help: give the command's")
+    options = dict(shared.form, help=text)
+    if default is not _NOT_GIVEN:
+        options["default"] = default
+    if required:
+        options["required"] = True
+    if choices is not None:
+        options["choices"] = choices
+    parser.add_argument(shared.flag, **options)

@@ -23,12 +23,12 @@ import logging
 
 from transformer_tf.cli.arguments import (
     add_version_flag,
-    non_negative_int,
     positive_int,
 )
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import (
     add_early_stopping_flag,
+    add_flag,
     add_precision_flag,
     add_quiet_flag,
     add_recipe_flag,
@@ -46,41 +46,40 @@ from transformer_tf.runtime.cpu import prefer_onednn_for_training
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", choices=("multi30k", "wmt14"), default="multi30k",
-                        help="corpus (default multi30k; wmt14 through TFDS, for GPUs)")
-    parser.add_argument("--src", default="en", help="source language (default en)")
-    parser.add_argument("--tgt", default="de", help="target language (default de; fr works)")
-    parser.add_argument("--vocab-size", type=positive_int, default=8000,
-                        help="shared BPE vocabulary size (default 8000; paper 37000 for WMT)")
-    parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
-                        help="shared subword vocabulary: sentencepiece BPE (default) or "
-                             "tensorflow-text word pieces (the paper's En-Fr setup)")
-    parser.add_argument("--data-dir", help="where the raw corpus is (default: "
-                                           "$TRANSFORMER_TF_DATA, else download)")
-    parser.add_argument("--work-dir", help="where data/, model/ and results go "
-                                           "(default runs/<dataset>_<src>_<tgt>, plus "
-                                           "_<preset> for a preset other than multi30k)")
+    add_flag(parser, "dataset", choices=("multi30k", "wmt14"), default="multi30k",
+             help="corpus (default multi30k; wmt14 through TFDS, for GPUs)")
+    add_flag(parser, "source_language", default="en", help="source language (default en)")
+    add_flag(parser, "target_language", default="de", help="target language (default de; fr works)")
+    add_flag(parser, "vocab_size", default=8000,
+             help="shared BPE vocabulary size (default 8000; paper 37000 for WMT)")
+    add_flag(parser, "subword", default="bpe",
+             help="shared subword vocabulary: sentencepiece BPE (default) or tensorflow-text word "
+                  "pieces (the paper's En-Fr setup)")
+    add_flag(parser, "data_dir",
+             help="where the raw corpus is (default: $TRANSFORMER_TF_DATA, else download)")
+    add_flag(parser, "work_dir",
+             help="where data/, model/ and results go (default runs/<dataset>_<src>_<tgt>, plus "
+                  "_<preset> for a preset other than multi30k)")
     add_model_flags(parser)
-    parser.add_argument("--train-minutes", type=float, default=60.0,
-                        help="the run's training time in minutes, in all invocations together "
-                             "(default 60; 0 = no time limit, then give --epochs/--max-steps)")
+    add_flag(parser, "train_minutes", default=60.0,
+             help="the run's training time in minutes, in all invocations together (default 60; 0 "
+                  "= no time limit, then give --epochs/--max-steps)")
     add_recipe_flag(parser)
     add_precision_flag(parser)
-    parser.add_argument("--epochs", type=float, help="train this many epochs in total")
-    parser.add_argument("--max-steps", type=positive_int, help="train this many steps in total")
-    parser.add_argument("--eval-every", type=positive_int, default=500,
-                        help="steps between validation loss/BLEU (default 500)")
+    add_flag(parser, "epochs", help="train this many epochs in total")
+    add_flag(parser, "max_steps")
+    add_flag(parser, "eval_every", default=500,
+             help="steps between validation loss/BLEU (default 500)")
     add_early_stopping_flag(parser)
-    parser.add_argument("--average-last", type=positive_int,
-                        help="checkpoints to average, from the last 20%% of training; the "
-                             "average is kept only if it beats the latest checkpoint on the "
-                             "dev set (default: the preset's, 5)")
+    add_flag(parser, "average_last",
+             help="checkpoints to average, from the last 20%% of training; the average is kept "
+                  "only if it beats the latest checkpoint on the dev set (default: the preset's, "
+                  "5)")
     add_search_flags(parser, "chosen on the dev set among beam 1, 4 and 6 and alpha 0.6 and 1.0")
     parser.add_argument("--test-limit", type=positive_int, help="decode only the first N test sentences")
-    parser.add_argument("--dev-limit", type=positive_int,
-                        help="choose the checkpoint (latest, averaged, best) and the beam "
-                             "size and alpha by BLEU on the first N dev sentences only "
-                             "(default: all)")
+    add_flag(parser, "dev_limit",
+             help="choose the checkpoint (latest, averaged, best) and the beam size and alpha by "
+                  "BLEU on the first N dev sentences only (default: all)")
     parser.add_argument("--export-name",
                         help="saved_models/NAME (default: the work directory's name)")
     parser.add_argument("--export-version", type=positive_int,
@@ -88,8 +87,8 @@ def main(argv=None):
                              "the earlier ones stay; an existing version is refused)")
     parser.add_argument("--saved-models-dir", default="saved_models",
                         help="root of exported models (default saved_models)")
-    parser.add_argument("--validation-sentences", type=non_negative_int, default=200,
-                        help="dev sentences for validation BLEU during training (default 200)")
+    add_flag(parser, "validation_sentences", default=200,
+             help="dev sentences for validation BLEU during training (default 200)")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     add_version_flag(parser)

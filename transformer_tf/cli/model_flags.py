@@ -1,6 +1,6 @@
 """The flags that choose and adjust a model, shared by the commands that train one
-(train, main_job; parse_job and variations take the two option flags only): --model,
---preset, --model-option, --training-option."""
+(train, main_job; parse_job takes all but --model, variations the two option flags only):
+--model, --preset, --model-option, --training-option, --config, --dump-config."""
 from __future__ import annotations
 
 import argparse
@@ -14,23 +14,24 @@ from transformer_tf.cli.config_files import (
     merge_config_files,
     resolved_settings,
 )
+from transformer_tf.cli.flags import add_flag
 from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig
 from transformer_tf.presets import (
-    DEFAULT_PRESETS,
-    PRESET_NAMES,
     choose_preset,
     get_preset,
 )
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", choices=sorted(DEFAULT_PRESETS),
-                        help="model family; alone, it picks the family's Multi30k preset "
-                             "(transformer: multi30k, convs2s: convs2s_multi30k)")
-    parser.add_argument("--preset", choices=PRESET_NAMES,
-                        help="model and training preset (default: multi30k, or the "
-                             "--model family's)")
+    add_flag(parser, "family")
+    add_flag(parser, "preset",
+             help="model and training preset (default: multi30k, or the --model family's)")
     add_option_flags(parser)
+    add_config_flags(parser)
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """--config FILE ... and --dump-config (cli/config_files.py)."""
     parser.add_argument("--config", nargs="+", action="extend", metavar="FILE",
                         help="JSON or YAML configuration files (preset, model, training, "
                              "decoding; a run's run_config.json is one), merged in order; "
@@ -74,12 +75,16 @@ class ModelChoice:
     data_dir: str | None  # from a configuration file (the command line's --data wins)
 
 
-def resolve_model_flags(parser: argparse.ArgumentParser, args) -> ModelChoice:
-    """The `ModelChoice` of `add_model_flags`' flags; a bad value or file ends the command
-    through `parser.error` (exit 2, naming the flag or the file)."""
+def resolve_model_flags(parser: argparse.ArgumentParser, args,
+                        default_preset: str | None = None) -> ModelChoice:
+    """The `ModelChoice` of `add_model_flags`' flags (a command without --model: the
+    others), the preset `default_preset` when neither a flag nor a file names one (None:
+    the family's); a bad value or file ends the command through `parser.error` (exit 2,
+    naming the flag or the file)."""
     try:
         files = merge_config_files(args.config)
-        preset = choose_preset(args.model or files.family, args.preset or files.preset)
+        preset = choose_preset(getattr(args, "model", None) or files.family,
+                               args.preset or files.preset or default_preset)
         model_class = type(get_preset(preset).model)
         check_fields(files, model_class)
         model, training = resolve_option_flags(parser, args, model_class)
@@ -94,7 +99,7 @@ def dump_config(choice: ModelChoice, data_dir: str | None = None,
     """`--dump-config`'s JSON: the resolved configuration, with the data's vocabulary size
     and directory when `data_dir` holds prepared data (else `vocab_size`, if known)."""
     if data_dir is not None:
-        from transformer_tf.data.prepared import load_prepared
+        from transformer_tf.data.prepared_reader import load_prepared
 
         vocab_size = load_prepared(data_dir).vocab_size
     settings = resolved_settings(get_preset(choice.preset), choice.model_overrides,

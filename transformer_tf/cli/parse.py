@@ -16,10 +16,15 @@ import sys
 
 from transformer_tf.cli.arguments import (
     add_version_flag,
-    positive_int,
 )
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_quiet_flag, add_search_flags
+from transformer_tf.cli.flags import (
+    SEARCH_FLAG_FIELDS,
+    add_flag,
+    add_quiet_flag,
+    add_search_flags,
+    search_settings,
+)
 from transformer_tf.runtime import console
 
 
@@ -27,15 +32,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="parsing SavedModel directory")
-    source.add_argument("--model-dir", help="parsing training run directory")
-    parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
+    add_flag(source, "saved_model", help="parsing SavedModel directory")
+    add_flag(source, "model_dir", help="parsing training run directory")
+    add_flag(parser, "checkpoint")
     add_search_flags(parser, "the run's", length=True, purpose="with --model-dir")
-    parser.add_argument("--grammar", choices=("none", "tree"),
-                        help="with --model-dir: output constraint (default: the run's; "
-                             "tree: well-formed trees with every input word in place; none: "
-                             "unconstrained, repaired afterwards)")
-    parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch")
+    add_flag(parser, "grammar",
+             help="with --model-dir: output constraint (default: the run's; tree: well-formed "
+                  "trees with every input word in place; none: unconstrained, repaired "
+                  "afterwards)")
+    add_flag(parser, "batch_size", default=32, help="sentences per batch")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     add_version_flag(parser)
@@ -45,28 +50,26 @@ def main(argv=None):
 
 
 def _run(parser, args) -> int:
-    search = dict(beam_size=args.beam_size, alpha=args.alpha,
-                  max_extra_length=args.max_extra_length, grammar=args.grammar)
-    if args.model and any(v is not None for v in search.values()):
+    if args.model and any(getattr(args, field, None) is not None
+                          for field in SEARCH_FLAG_FIELDS):
         parser.error("search settings can be changed only with --model-dir")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
 
-    from transformer_tf.data.textio import strip_newline
     from transformer_tf.inference.parser import parse_lines, parse_lines_saved_model
+    from transformer_tf.inference.streaming import source_lines
 
-    lines = [strip_newline(raw).decode("utf-8", errors="replace") for raw in sys.stdin.buffer]
-    try:
-        if args.model:
-            trees, repairs = parse_lines_saved_model(args.model, lines, args.batch_size)
-        else:
-            from transformer_tf.inference.batch import load_translator
-            translator = load_translator(model_dir=args.model_dir, checkpoint=args.checkpoint,
-                                         **search)
-            trees, _, _, repairs = parse_lines(translator, lines, args.batch_size,
-                                               progress=not args.quiet)
-    except (FileNotFoundError, ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    lines = list(source_lines(sys.stdin.buffer))
+    if args.model:
+        trees, repairs = parse_lines_saved_model(args.model, lines, args.batch_size)
+    else:
+        from transformer_tf.inference.batch import load_translator
+        from transformer_tf.inference.loading import source_decoding
+
+        decoding = search_settings(args, source_decoding(model_dir=args.model_dir))
+        translator = load_translator(model_dir=args.model_dir, checkpoint=args.checkpoint,
+                                     decoding=decoding)
+        trees, _, _, repairs = parse_lines(translator, lines, args.batch_size,
+                                           progress=not args.quiet)
     sys.stdout.write("".join(tree + "\n" for tree in trees))
     sys.stdout.flush()
     print(f"repairs: {repairs.total} in {repairs.repaired_sentences} of {len(lines)} "

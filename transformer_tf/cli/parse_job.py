@@ -23,18 +23,22 @@ from pathlib import Path
 
 from transformer_tf.cli.arguments import (
     add_version_flag,
-    positive_int,
 )
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import (
+    add_flag,
     add_precision_flag,
     add_quiet_flag,
     add_search_flags,
 )
-from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
-from transformer_tf.config import GRAMMARS
+from transformer_tf.cli.model_flags import (
+    add_config_flags,
+    add_option_flags,
+    dump_config,
+    resolve_model_flags,
+)
 from transformer_tf.data.linearise import LEAVES
-from transformer_tf.presets import PRESET_NAMES
+from transformer_tf.presets.parsing import DEFAULT_PARSING_PRESET
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
@@ -44,42 +48,40 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--treebank", help="directory of .mrg files (default "
                                            "$TRANSFORMER_TF_DATA/ptb_wsj_sample)")
-    parser.add_argument("--work-dir", default="runs/ptb_parsing",
-                        help="where data/, model/, trees and summary.json go "
-                             "(default runs/ptb_parsing)")
-    parser.add_argument("--preset", choices=PRESET_NAMES, default="parsing_cpu",
-                        help="model preset (default parsing_cpu, beyond the paper; "
-                             "parsing_paper or parsing: the paper's configuration)")
-    parser.add_argument("--vocab-size", type=positive_int, default=4000,
-                        help="shared vocabulary size (default 4000; paper 16k on the full WSJ)")
-    parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
-                        help="bpe (sentencepiece, default) or wordpiece (words whole where "
-                             "the vocabulary holds them, like the paper's word vocabulary)")
+    add_flag(parser, "work_dir", default="runs/ptb_parsing",
+             help="where data/, model/, trees and summary.json go (default runs/ptb_parsing)")
+    add_flag(parser, "preset",
+             help=f"model preset (default {DEFAULT_PARSING_PRESET}, beyond the paper, or a "
+                  "--config file's; parsing_paper or parsing: the paper's configuration)")
+    add_flag(parser, "vocab_size", default=4000,
+             help="shared vocabulary size (default 4000; paper 16k on the full WSJ)")
+    add_flag(parser, "subword", default="bpe",
+             help="bpe (sentencepiece, default) or wordpiece (words whole where the vocabulary "
+                  "holds them, like the paper's word vocabulary)")
     parser.add_argument("--leaves", choices=LEAVES,
                         help="what stands for a word in the target tree: words (the words "
                              "themselves, copied from the input under the tree grammar; "
                              "parsing_cpu's) or slot (one XX per word, as Vinyals et al. and "
                              "the paper; parsing_paper's). Default: the preset's")
-    parser.add_argument("--train-minutes", type=float, default=45.0,
-                        help="the run's training time in minutes, in all invocations "
-                             "together (default 45; 0 = none, "
-                             "then give --epochs or --max-steps)")
-    parser.add_argument("--epochs", type=float, help="train this many epochs in total")
-    parser.add_argument("--max-steps", type=positive_int, help="train this many steps in total")
-    parser.add_argument("--eval-every", type=positive_int, default=200,
-                        help="steps between dev loss evaluations (default 200)")
-    parser.add_argument("--average-last", type=positive_int, help="checkpoints to average (preset's)")
+    add_flag(parser, "train_minutes", default=45.0,
+             help="the run's training time in minutes, in all invocations together (default 45; 0 "
+                  "= none, then give --epochs or --max-steps)")
+    add_flag(parser, "epochs", help="train this many epochs in total")
+    add_flag(parser, "max_steps")
+    add_flag(parser, "eval_every", default=200,
+             help="steps between dev loss evaluations (default 200)")
+    add_flag(parser, "average_last", help="checkpoints to average (preset's)")
     add_search_flags(parser, "the preset's", length=True)
-    parser.add_argument("--grammar", choices=GRAMMARS,
-                        help="output constraint (default: preset's, tree: well-formed trees "
-                             "with every input word in place; none: unconstrained, repaired "
-                             "afterwards)")
-    parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per decode batch")
+    add_flag(parser, "grammar",
+             help="output constraint (default: preset's, tree: well-formed trees with every input "
+                  "word in place; none: unconstrained, repaired afterwards)")
+    add_flag(parser, "batch_size", default=32, help="sentences per decode batch")
     parser.add_argument("--saved-model-dir",
                         help="export here, an empty or new NAME/VERSION directory (default "
                              "WORK/saved_model/<the next free version>)")
     add_option_flags(parser, "override a ModelConfig field (repeatable)",
                      "override a TrainingConfig field (repeatable)")
+    add_config_flags(parser)
     add_precision_flag(parser)
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
@@ -96,7 +98,14 @@ def _run(parser, args) -> int:
 
     from transformer_tf.data.corpora import DATA_ENV_VAR
 
-    model_overrides, training_overrides = resolve_option_flags(parser, args)
+    choice = resolve_model_flags(parser, args, DEFAULT_PARSING_PRESET)
+    if args.dump_config:
+        from transformer_tf.data.prepared_reader import METADATA_FILE
+
+        data_dir = Path(args.work_dir) / "data"  # the job's prepared treebank, once there
+        print(dump_config(choice, data_dir if (data_dir / METADATA_FILE).exists() else None,
+                          vocab_size=args.vocab_size))
+        return 0
     treebank = args.treebank
     if treebank is None:
         root = os.environ.get(DATA_ENV_VAR)
@@ -108,15 +117,16 @@ def _run(parser, args) -> int:
         parser.error("--train-minutes 0 needs --epochs or --max-steps")
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.data.treebank import TreebankError
+    from transformer_tf.data.treebank_reader import TreebankError
     from transformer_tf.jobs.parse_job import ParseJobOptions, run_parse_job
 
     options = ParseJobOptions(
-        treebank_dir=treebank, work_dir=args.work_dir, preset=args.preset,
+        treebank_dir=treebank, work_dir=args.work_dir, preset=choice.preset,
         vocab_size=args.vocab_size, subword=args.subword, leaves=args.leaves,
         train_minutes=minutes, max_steps=args.max_steps,
-        epochs=args.epochs, eval_every=args.eval_every, model_overrides=model_overrides,
-        training_overrides=training_overrides, average_last=args.average_last,
+        epochs=args.epochs, eval_every=args.eval_every,
+        model_overrides=choice.model_overrides, training_overrides=choice.training_overrides,
+        decoding_overrides=choice.decoding_overrides, average_last=args.average_last,
         beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
         grammar=args.grammar, batch_size=args.batch_size, saved_model_dir=args.saved_model_dir,
         precision=args.precision, verbose=0 if args.quiet else 1)

@@ -1,6 +1,6 @@
 """Prepare a parallel corpus for training: check it, train a shared BPE model, write DIR.
 
-Argument parsing only; the work is done by `transformer_tf.data.prepare`.
+Argument parsing only; the work is done by `transformer_tf.data.prepared_writer`.
 """
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_flag, add_quiet_flag
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.text_lines import CorpusError
 from transformer_tf.runtime import console
 
 DESCRIPTION = f"""\
@@ -49,21 +50,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--dataset", choices=("multi30k", "wmt14", "files"), default="multi30k",
-                        help="which corpus to prepare (default: multi30k)")
-    parser.add_argument("--src", required=True, help="source language code, e.g. en")
-    parser.add_argument("--tgt", required=True, help="target language code, e.g. de")
-    parser.add_argument("--vocab-size", type=positive_int, default=8000,
-                        help="size of the shared BPE vocabulary, including the 4 special ids and "
-                             "the 256 byte-fallback pieces (default: 8000)")
-    parser.add_argument("--subword", choices=("bpe", "wordpiece"), default="bpe",
-                        help="shared subword vocabulary: sentencepiece BPE (default) or "
-                             "tensorflow-text word pieces (the paper's En-Fr setup; identity "
-                             "normalization, no byte fallback)")
-    parser.add_argument("--out", required=True, help="output directory (created)")
-    parser.add_argument("--data-dir", default=None,
-                        help="multi30k: directory holding multi30k/ (or the files); default "
-                             "$TRANSFORMER_TF_DATA, then a download. wmt14: the TFDS data_dir")
+    add_flag(parser, "dataset", choices=("multi30k", "wmt14", "files"), default="multi30k",
+             help="which corpus to prepare (default: multi30k)")
+    add_flag(parser, "source_language", required=True, help="source language code, e.g. en")
+    add_flag(parser, "target_language", required=True, help="target language code, e.g. de")
+    add_flag(parser, "vocab_size", default=8000,
+             help="size of the shared BPE vocabulary, including the 4 special ids and the 256 "
+                  "byte-fallback pieces (default: 8000)")
+    add_flag(parser, "subword", default="bpe",
+             help="shared subword vocabulary: sentencepiece BPE (default) or tensorflow-text word "
+                  "pieces (the paper's En-Fr setup; identity normalization, no byte fallback)")
+    add_flag(parser, "out", required=True, help="output directory (created)")
+    add_flag(parser, "data_dir", default=None,
+             help="multi30k: directory holding multi30k/ (or the files); default "
+                  "$TRANSFORMER_TF_DATA, then a download. wmt14: the TFDS data_dir")
     parser.add_argument("--no-download", action="store_true",
                         help="fail instead of downloading a corpus that is not found locally")
     for split in ("train", "valid", "test"):
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-bpe-sentences", type=positive_int, default=2_000_000,
                         help="train BPE on a seeded sample of at most this many sentences of "
                              "both languages; 0 uses all (default: 2,000,000)")
-    parser.add_argument("--seed", type=int, default=1234, help="seed of that sample (default: 1234)")
+    add_flag(parser, "seed", default=1234, help="seed of that sample (default: 1234)")
     parser.add_argument("--threads", type=positive_int, default=2,
                         help="sentencepiece trainer threads (default: 2)")
     parser.add_argument("--reject-control-characters", action="store_true",
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "instead of training one, to fine-tune that run on this corpus "
                              "(train --init-from); give the --subword and --normalization it "
                              "was trained with")
-    parser.add_argument("--quiet", action="store_true", help="log warnings only")
+    add_quiet_flag(parser, help="log warnings only")
     console.add_verbose_flag(parser)
     add_version_flag(parser)
     return parser
@@ -115,7 +115,7 @@ def _run(args) -> int:
     # Imported after argument parsing: they load TensorFlow, which --help and argument
     # errors need not wait for.
     from transformer_tf.data.bpe import BpeOptions
-    from transformer_tf.data.prepare import prepare_dataset
+    from transformer_tf.data.prepared_writer import prepare_dataset
 
     files = {
         split: (getattr(args, f"{split}_src"), getattr(args, f"{split}_tgt"))

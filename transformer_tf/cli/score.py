@@ -20,8 +20,9 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import add_version_flag, positive_int
+from transformer_tf.cli.arguments import add_version_flag
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_flag
 from transformer_tf.runtime import console
 
 
@@ -29,15 +30,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="SavedModel directory (saved_models/NAME/VERSION)")
-    source.add_argument("--model-dir", help="training run directory")
-    parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
-    parser.add_argument("--src", help="source file (with --tgt); default: 'SOURCE ||| TARGET' "
-                                      "lines on stdin")
-    parser.add_argument("--tgt", help="target file, line i translating line i of --src")
+    add_flag(source, "saved_model")
+    add_flag(source, "model_dir")
+    add_flag(parser, "checkpoint")
+    add_flag(parser, "source_file",
+             help="source file (with --tgt); default: 'SOURCE ||| TARGET' lines on stdin")
+    add_flag(parser, "target_file", help="target file, line i translating line i of --src")
     parser.add_argument("--per-token", action="store_true",
                         help="after the total, a tab and 'piece score' for every piece")
-    parser.add_argument("--batch-size", type=positive_int, default=64, help="pairs per batch")
+    add_flag(parser, "batch_size", default=64, help="pairs per batch")
     add_version_flag(parser)
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)

@@ -28,6 +28,7 @@ from transformer_tf.cli.arguments import (
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import (
     add_early_stopping_flag,
+    add_flag,
     add_precision_flag,
     add_quiet_flag,
     add_recipe_flag,
@@ -45,13 +46,13 @@ from transformer_tf.runtime.cpu import prefer_onednn_for_training
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data",
-                        help="prepared data directory (written by scripts/prepare_data.py); "
-                             "default: a --config file's data_dir")
+    add_flag(parser, "data",
+             help="prepared data directory (written by scripts/prepare_data.py); default: a "
+                  "--config file's data_dir")
     add_model_flags(parser)
-    parser.add_argument("--model-dir",
-                        help="(required to train) where checkpoints, TensorBoard logs and run_config.json go; "
-                             "an existing run there is resumed")
+    add_flag(parser, "model_dir",
+             help="(required to train) where checkpoints, TensorBoard logs and run_config.json "
+                  "go; an existing run there is resumed")
     parser.add_argument("--init-from", metavar="MDIR_OR_CKPT",
                         help="fine-tune: start this NEW run from another run's weights (its "
                              "default checkpoint, or the checkpoint prefix given) with a "
@@ -60,18 +61,18 @@ def main(argv=None):
     plan = parser.add_argument_group("how long (one of --max-steps/--epochs; --max-minutes "
                                      "alone or as a cap; none: the preset's step plan, "
                                      "base 100k, big 300k)")
-    plan.add_argument("--max-steps", type=positive_int, help="train until this many optimizer steps")
-    plan.add_argument("--epochs", type=float, help="train for this many passes over the data")
+    add_flag(plan, "max_steps", help="train until this many optimizer steps")
+    add_flag(plan, "epochs", help="train for this many passes over the data")
     plan.add_argument("--max-minutes", type=float,
                       help="stop cleanly (with a checkpoint) once the run has trained this "
                            "many minutes in all (a resumed run trains what is left)")
-    parser.add_argument("--eval-every", type=positive_int, default=1000,
-                        help="steps between validation runs (loss and dev BLEU) (default 1000)")
+    add_flag(parser, "eval_every", default=1000,
+             help="steps between validation runs (loss and dev BLEU) (default 1000)")
     parser.add_argument("--log-every", type=positive_int, default=100,
                         help="steps between TensorBoard writes (default 100)")
-    parser.add_argument("--validation-sentences", type=non_negative_int, default=200,
-                        help="dev sentences decoded (greedy) for validation BLEU and example "
-                             "translations; 0 disables (default 200)")
+    add_flag(parser, "validation_sentences", default=200,
+             help="dev sentences decoded (greedy) for validation BLEU and example translations; 0 "
+                  "disables (default 200)")
     add_early_stopping_flag(parser)
     dist = parser.add_argument_group("devices")
     dist.add_argument("--strategy", choices=("default", "mirrored", "multiworker"),
@@ -84,12 +85,12 @@ def main(argv=None):
                            "without GPUs)")
     add_precision_flag(parser)
     add_recipe_flag(parser)
-    parser.add_argument("--xla", action="store_true", help="compile the train step with XLA")
+    add_flag(parser, "xla", help="compile the train step with XLA")
     parser.add_argument("--tokens-per-batch", type=positive_int,
                         help="GLOBAL token budget per batch and side, padding included "
                              "(split across replicas); default from the preset")
     parser.add_argument("--warmup-steps", type=non_negative_int, help="learning-rate warm-up (preset default)")
-    parser.add_argument("--seed", type=int, help="seed for weights, dropout and data order")
+    add_flag(parser, "seed", help="seed for weights, dropout and data order")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     add_version_flag(parser)

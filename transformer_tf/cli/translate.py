@@ -24,7 +24,12 @@ from transformer_tf.cli.arguments import (
     positive_int,
 )
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_quiet_flag, add_search_flags
+from transformer_tf.cli.flags import (
+    add_flag,
+    add_quiet_flag,
+    add_search_flags,
+    search_settings,
+)
 from transformer_tf.runtime import console
 
 
@@ -32,17 +37,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="SavedModel directory (saved_models/NAME/VERSION)")
-    source.add_argument("--model-dir", help="training run directory")
-    source.add_argument("--ensemble", nargs="+", metavar="MDIR",
-                        help="training run directories decoded together (the mean of their "
-                             "log-probabilities at every step), each at its default "
-                             "checkpoint; they must share one tokenizer; the first run's "
-                             "search settings")
-    parser.add_argument("--checkpoint", help="with --model-dir: checkpoint prefix to use")
+    add_flag(source, "saved_model")
+    add_flag(source, "model_dir")
+    add_flag(source, "ensemble")
+    add_flag(parser, "checkpoint")
     add_search_flags(parser, "the model's: chosen on the dev set by the main job, else the "
                              "preset's", length=True, stopping=True)
-    parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch")
+    add_flag(parser, "batch_size", default=64, help="sentences per batch")
     parser.add_argument("--n-best", type=positive_int, default=1,
                         help="print the N best hypotheses per sentence as "
                              "'LINE ||| translation ||| score' lines (N <= beam size)")
@@ -59,9 +60,9 @@ def main(argv=None):
                         help="replace each unknown word of a translation (the vocabulary's "
                              "UNK, written ⁇ or <unk>) by the source word aligned with it")
     files = parser.add_argument_group("files (stdin and stdout otherwise)")
-    files.add_argument("--src", metavar="FILE",
-                       help="read this file (.gz too) lazily instead of stdin: memory stays "
-                            "bounded whatever its size")
+    add_flag(files, "source_file",
+             help="read this file (.gz too) lazily instead of stdin: memory stays bounded "
+                  "whatever its size")
     files.add_argument("--output", metavar="FILE",
                        help="write here instead of stdout, a window at a time (flushed and "
                             "synced to disk); an existing file is refused unless --resume")
@@ -98,6 +99,7 @@ def _run(args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
     from transformer_tf.inference.batch import load_translator, translate_lines
+    from transformer_tf.inference.loading import default_checkpoint, source_decoding
     from transformer_tf.inference.streaming import (
         OutputFormat,
         check_output,
@@ -114,16 +116,14 @@ def _run(args) -> int:
 
         precision = read_export_info(args.model).get("precision", "float32")
         print(f"precision: {precision} (as exported)", file=sys.stderr)
+    source = {"model": args.model, "model_dir": args.model_dir, "ensemble": args.ensemble}
+    decoding = search_settings(args, source_decoding(**source), n_best=args.n_best)
     if not (args.model or args.checkpoint):
-        from transformer_tf.inference.loading import default_checkpoint
         for model_dir in args.ensemble or [args.model_dir]:
             path, why = default_checkpoint(model_dir)
             print(f"checkpoint: {path} ({why})", file=sys.stderr)
-    translator = load_translator(
-        model=args.model, model_dir=args.model_dir, ensemble=args.ensemble,
-        checkpoint=args.checkpoint,
-        beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length,
-        n_best=args.n_best, stopping=args.stopping)
+    translator = load_translator(**source, checkpoint=args.checkpoint, decoding=decoding,
+                                 n_best=args.n_best)
     if streaming:
         translate_file(translator, args.src, args.output, skip=skip,
                        batch_size=args.batch_size, window=args.window or 16 * args.batch_size,

@@ -25,9 +25,9 @@ import logging
 import shlex
 import sys
 
-from transformer_tf.cli.arguments import add_version_flag, positive_int
+from transformer_tf.cli.arguments import add_version_flag
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_precision_flag, add_quiet_flag
+from transformer_tf.cli.flags import add_flag, add_precision_flag, add_quiet_flag
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.jobs.variations import INFORMATIVE_PLAN, PLANS, ROW_GROUPS
 from transformer_tf.presets import PRESET_NAMES
@@ -38,8 +38,8 @@ from transformer_tf.runtime.cpu import prefer_onednn_for_training
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", help="prepared data directory (scripts/prepare_data.py)")
-    parser.add_argument("--out", help="study directory: rows/, variations.md, variations.json")
+    add_flag(parser, "data")
+    add_flag(parser, "out", help="study directory: rows/, variations.md, variations.json")
     parser.add_argument("--base", default="multi30k", choices=PRESET_NAMES,
                         help="Transformer preset the rows vary around (default multi30k)")
     parser.add_argument("--plan", default="full", choices=PLANS,
@@ -50,13 +50,13 @@ def main(argv=None):
                              "of the plan)")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget-minutes", type=float, help="training minutes per row")
-    budget.add_argument("--max-steps", type=positive_int, help="training steps per row")
+    add_flag(budget, "max_steps", help="training steps per row")
     add_option_flags(parser, "change the base model before the rows are derived, e.g. "
                              "num_layers=2 (repeatable)",
                      "training change shared by every row, e.g. tokens_per_batch=2048 "
                      "(repeatable)")
-    parser.add_argument("--eval-every", type=positive_int,
-                        help="steps between validations (default 500; informative plan 250)")
+    add_flag(parser, "eval_every", default=None,
+             help="steps between validations (default 500; informative plan 250)")
     add_precision_flag(parser)
     parser.add_argument("--count-only", action="store_true",
                         help="print the parameter column at the paper's scale and exit")

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from transformer_tf.data.textio import CorpusError, check_parallel_files
+from transformer_tf.data.text_lines import CorpusError, check_parallel_files
 
 SPLITS = ("train", "valid", "test")
 DATA_ENV_VAR = "TRANSFORMER_TF_DATA"
@@ -34,7 +34,7 @@ class ParallelFiles:
 
     def check(self, reject_control_characters: bool = False) -> int:
         """Number of sentence pairs; raises CorpusError subclasses on bad input (see
-        `textio.check_parallel_files`)."""
+        `text_lines.check_parallel_files`)."""
         return check_parallel_files(self.source, self.target, reject_control_characters)
 
     def __iter__(self):  # allows `source, target = files`

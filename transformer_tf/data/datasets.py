@@ -1,7 +1,7 @@
 """The two dataset entry points: token-budget training batches, ordered evaluation batches.
 
 `make_training_dataset` and `make_evaluation_dataset` compose the transforms of
-`transformer_tf.data.transforms` over a prepared directory (`prepared.load_prepared`) or
+`transformer_tf.data.transforms` over a prepared directory (`prepared_reader.load_prepared`) or
 a pair of text files; their elements follow the conventions described there.
 
 Token budget and replicas: `tokens_per_batch` is GLOBAL, per side, counting padding: a
@@ -29,7 +29,7 @@ import tensorflow as tf
 from transformer_tf.data.bucketing import BucketSpec, bucket_boundaries
 from transformer_tf.data.corpora import ParallelFiles
 from transformer_tf.data.length_filter import SPECIAL_TOKENS_PER_SIDE
-from transformer_tf.data.textio import iter_lines
+from transformer_tf.data.text_lines import iter_lines
 from transformer_tf.data.transforms import (
     AUTOTUNE,
     DropCounter,

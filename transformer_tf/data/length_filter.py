@@ -1,6 +1,6 @@
 """The length filter of training pairs: when a pair is empty or too long, defined once.
 
-Data preparation (`prepare.prepare_corpus`, on sentencepiece ids in Python) and the
+Data preparation (`prepared_writer.prepare_corpus`, on sentencepiece ids in Python) and the
 tf.data pipeline (`filter_by_length`, `tokenize_and_filter`, in the graph) both drop
 training pairs by `drop_reasons`; evaluation data is never filtered.
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from transformer_tf.data.treebank import ROOT_LABEL, Tree
+from transformer_tf.data.treebank_reader import ROOT_LABEL, Tree
 
 WORD_SLOT = "XX"
 PLACEHOLDER_TAG = "XX"

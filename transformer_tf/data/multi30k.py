@@ -33,7 +33,7 @@ from transformer_tf.data.corpora import (
     data_root,
     default_cache_dir,
 )
-from transformer_tf.data.textio import CorpusError, sha256_of_raw_file
+from transformer_tf.data.text_lines import CorpusError, sha256_of_raw_file
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import tensorflow_datasets as tfds
 from etils import epath
 
 from transformer_tf.data import multi30k
-from transformer_tf.data.textio import iter_parallel_lines
+from transformer_tf.data.text_lines import iter_parallel_lines
 
 PAIRS = (("en", "de"), ("en", "fr"), ("de", "fr"))
 TFDS_SPLITS = {"train": "train", "validation": "valid", "test": "test"}

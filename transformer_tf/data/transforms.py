@@ -37,7 +37,7 @@ import tensorflow as tf
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
 from transformer_tf.data.bucketing import BucketSpec
 from transformer_tf.data.length_filter import SPECIAL_TOKENS_PER_SIDE, drop_reasons
-from transformer_tf.data.textio import is_gzip_path
+from transformer_tf.data.text_lines import is_gzip_path
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ passes it the constraint `output_constraint` builds for `DecodingConfig.grammar`
 every labelled opening bracket `(L` whose closing `)L` is in the vocabulary too, and the
 leaves. The treebank preparation makes each tree token one piece (sentencepiece
 user-defined symbols "▁(NP", "▁)NP", "▁XX"). The vocabulary says which leaf convention its
-model was trained on (`data.treebank_data.leaves_of_vocabulary`): with the word slot `XX` among its pieces,
+model was trained on (`data.treebank_to_prepared.leaves_of_vocabulary`): with the word slot `XX` among its pieces,
 "slot" (`decoding.constraints.BracketGrammar`), without it "words"
 (`decoding.constraints.CopyBracketGrammar`: the source pieces copied in order). Words are
 counted by their first pieces: sentencepiece pieces that start with "▁", word pieces that
@@ -17,7 +17,7 @@ from __future__ import annotations
 from transformer_tf.config import EOS_ID, PAD_ID
 from transformer_tf.data.bpe import python_processor
 from transformer_tf.data.linearise import CLOSE, OPEN, WORD_SLOT
-from transformer_tf.data.treebank_data import WORD_START, tree_token_ids
+from transformer_tf.data.treebank_to_prepared import WORD_START, tree_token_ids
 from transformer_tf.decoding.constraints import BracketGrammar, CopyBracketGrammar
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from transformer_tf.data.corpora import ParallelCorpus, ParallelFiles
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.text_lines import CorpusError
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def tfds_pairs(
       download: let TFDS download and prepare the data if it is not there.
     """
     # Imported on use: tensorflow_datasets adds ~0.3-0.7 s to every import of this module
-    # (and of data.prepare, which imports it), and only the WMT path reads TFDS.
+    # (and of data.prepared_writer, which imports it), and only the WMT path reads TFDS.
     import tensorflow_datasets as tfds
 
     dataset = tfds.load(name, split=split, data_dir=data_dir, download=download,

@@ -23,7 +23,7 @@ from transformer_tf.evaluation.scoring import (
     paper_tokenized_bleu,
     sacrebleu_bleu,
 )
-from transformer_tf.evaluation.textfiles import (
+from transformer_tf.evaluation.hypothesis_files import (
     EvaluationInputError,
     LineCountMismatchError,
     read_hypotheses_and_references,

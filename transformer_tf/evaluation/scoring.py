@@ -32,8 +32,9 @@ import numpy as np
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 
-from transformer_tf.data.textio import LineCountMismatchError
-from transformer_tf.evaluation.textfiles import EvaluationInputError, read_hypotheses_and_references
+from transformer_tf.data.text_lines import LineCountMismatchError
+from transformer_tf.evaluation.hypothesis_files import (
+    EvaluationInputError, read_hypotheses_and_references)
 from transformer_tf.evaluation.tokenization import paper_tokenize
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import Sequence
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from transformer_tf.evaluation.textfiles import read_hypotheses_and_references
+from transformer_tf.evaluation.hypothesis_files import read_hypotheses_and_references
 
 SIGNIFICANCE_LEVEL = 0.05
 DEFAULT_SAMPLES = 1000  # sacreBLEU's default number of bootstrap resamples
@@ -129,7 +129,7 @@ def paired_bootstrap(hypotheses: Sequence[str], against: Sequence[str],
 
 def compare_files(hyp_path, against_path, ref_paths,
                   samples: int = DEFAULT_SAMPLES) -> Comparison:
-    """`paired_bootstrap` of the files' lines; the `textfiles` errors (naming the file)
+    """`paired_bootstrap` of the files' lines; the `hypothesis_files` errors (naming the file)
     for unreadable files or line counts that differ from the references'."""
     hypotheses, streams = read_hypotheses_and_references(hyp_path, ref_paths)
     against, _ = read_hypotheses_and_references(against_path, ref_paths)

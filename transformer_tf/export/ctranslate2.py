@@ -283,11 +283,10 @@ def export_ctranslate2(model, model_proto: bytes, out_dir, decoding: DecodingCon
 
 def export_model_dir_ctranslate2(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
                                  quantization: str | None = None,
-                                 **decoding_overrides) -> pathlib.Path:
+                                 decoding: DecodingConfig | None = None) -> pathlib.Path:
     """Export a training run (its averaged checkpoint if present, else the latest, unless
-    `checkpoint` says otherwise) as a CTranslate2 model, recording the run's decoding
-    settings with `decoding_overrides` (beam_size=, alpha=, max_extra_length=; None =
-    keep). `out_dir` (`export.versions`' rules), the family and the model's convertibility
+    `checkpoint` says otherwise) as a CTranslate2 model, recording `decoding` (None: the
+    run's own settings) for the runner. `out_dir` (`export.versions`' rules), the family and the model's convertibility
     are checked before any weight is read."""
     from transformer_tf.inference.loading import load_trained
     from transformer_tf.rundir import model_dir as model_dir_lib
@@ -296,7 +295,7 @@ def export_model_dir_ctranslate2(model_dir, out_dir, checkpoint=None, overwrite:
     run = model_dir_lib.read_run_config(model_dir)
     check_convertible(run.family, run.model)
     _require_ctranslate2()
-    model, tokenizer, run, path = load_trained(model_dir, checkpoint, **decoding_overrides)
+    model, tokenizer, run, path = load_trained(model_dir, checkpoint, decoding)
     return export_ctranslate2(model, tokenizer.model_proto, out_dir, run.decoding, overwrite,
                               quantization, info={"checkpoint": str(path), "preset": run.preset},
                               model_dir=model_dir)

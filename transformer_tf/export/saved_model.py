@@ -58,7 +58,7 @@ import pathlib
 
 import tensorflow as tf
 
-from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
+from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS, DecodingConfig
 from transformer_tf.export.precision import check_export_precision
 from transformer_tf.export.versions import SAVED_MODEL, prepare_out_dir, write_version
 from transformer_tf.export.warmup import (
@@ -166,23 +166,22 @@ def _write(translator: Translator, tmp: pathlib.Path, info: dict | None,
 def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
                      ids_only: bool = False, parser: bool | None = None, warmup: bool = True,
                      max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
-                     precision: str = "float32", force_precision: bool = False,
-                     **decoding_overrides) -> pathlib.Path:
-    """Export a training run (averaged checkpoint if present) with its decoding settings,
-    where `decoding_overrides` (beam_size=, alpha=, max_extra_length=, grammar=, stopping=,
-    chunk_size=, lanes=, xla=; None = keep) do not replace them; `ids_only`: the core-ops
-    variant; `max_batch_rows`: rows per request the signatures accept (0: no limit);
+                     decoding: DecodingConfig | None = None, precision: str = "float32",
+                     force_precision: bool = False) -> pathlib.Path:
+    """Export a training run (averaged checkpoint if present) searching with `decoding`
+    (None: the run's own settings, `inference.loading.run_decoding`); `ids_only`: the
+    core-ops variant; `max_batch_rows`: rows per request the signatures accept (0: no limit);
     `precision`: "float32" or "bfloat16", the latter refused on a machine without native
     bfloat16 unless `force_precision` (`export.precision.check_export_precision`);
     `parser`: export as a Parser (sentences in, trees out); None: when the run was
-    trained to decode with the "tree" grammar (the parsing presets; whatever `grammar=`
-    overrides it with), unless `ids_only`."""
+    trained to decode with the "tree" grammar (the parsing presets; whatever grammar
+    `decoding` has), unless `ids_only`."""
     check_max_batch_rows(max_batch_rows)
     check_export_precision(precision, force_precision)
     check_out_dir(out_dir, overwrite, model_dir)  # before the minutes of loading and tracing
     parser = _as_parser(parser, model_dir, ids_only)
-    model, tokenizer, run, path = load_trained(model_dir, checkpoint, precision=precision,
-                                               **decoding_overrides)
+    model, tokenizer, run, path = load_trained(model_dir, checkpoint, decoding,
+                                               precision=precision)
     return _export_loaded(Translator(model, tokenizer, run.decoding), out_dir, overwrite,
                           {"checkpoint": str(path), "preset": run.preset}, ids_only, parser,
                           warmup, max_batch_rows, model_dir)
@@ -191,13 +190,12 @@ def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = Fals
 def export_ensemble(model_dirs, out_dir, overwrite: bool = False, ids_only: bool = False,
                     parser: bool | None = None, warmup: bool = True,
                     max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
-                    precision: str = "float32", force_precision: bool = False,
-                    **decoding_overrides) -> pathlib.Path:
+                    decoding: DecodingConfig | None = None, precision: str = "float32",
+                    force_precision: bool = False) -> pathlib.Path:
     """Export training runs decoded together (`inference.loading.load_ensemble`: one
     tokenizer, each run at its default checkpoint) as one SavedModel with the signatures
-    of a single model's; the first run's decoding settings where `decoding_overrides` do
-    not replace them. The other arguments are `export_model_dir`'s; `parser` None follows
-    the first run. assets.extra/transformer_tf.json records family "ensemble", the
+    of a single model's, searching with `decoding` (None: the first run's). The other arguments
+    are `export_model_dir`'s; `parser` None follows the first run. assets.extra/transformer_tf.json records family "ensemble", the
     members' configs ("model") and each run's directory and checkpoint ("runs")."""
     model_dirs = [str(d) for d in model_dirs]
     check_max_batch_rows(max_batch_rows)
@@ -205,8 +203,7 @@ def export_ensemble(model_dirs, out_dir, overwrite: bool = False, ids_only: bool
     # Before the minutes of loading and tracing; `out_dir` inside any run is refused.
     check_out_dir(out_dir, overwrite, model_dirs[0])
     parser = _as_parser(parser, model_dirs[0], ids_only)
-    model, tokenizer, run, paths = load_ensemble(model_dirs, precision=precision,
-                                                 **decoding_overrides)
+    model, tokenizer, run, paths = load_ensemble(model_dirs, decoding, precision=precision)
     info = {"runs": [{"model_dir": d, "checkpoint": str(p)}
                      for d, p in zip(model_dirs, paths)]}
     return _export_loaded(Translator(model, tokenizer, run.decoding), out_dir, overwrite,

@@ -41,7 +41,7 @@ import tensorflow as tf
 
 from transformer_tf.config import EOS_ID, PAD_ID, DecodingConfig
 from transformer_tf.data.bpe import python_processor
-from transformer_tf.decoding.model_search import XLA_LENGTH_BUCKET
+from transformer_tf.decoding.model_driver import XLA_LENGTH_BUCKET
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def warmup_batches(model_proto: bytes, decoding: DecodingConfig, max_source_leng
 def _reachable_sizes(chunk: int, lanes: int, max_rows: int) -> list[tuple[int, int]]:
     """(compiled chunk rows, request rows) for each chunk size a request of at most
     `max_rows` rows (0: any) can meet: 1, 2, 4, ... up to `chunk`, a request of rows per
-    lane r meeting min(chunk, the power of two >= r) (decoding.model_search)."""
+    lane r meeting min(chunk, the power of two >= r) (decoding.model_driver)."""
     found = {}
     for size in sorted({min(2 ** i, chunk) for i in range(chunk.bit_length() + 1)}):
         rows = size * lanes if not max_rows else min(size * lanes, max_rows)

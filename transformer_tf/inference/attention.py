@@ -12,20 +12,19 @@ from transformer_tf.visualization.figures import write_figures
 from transformer_tf.visualization.maps import AttentionMaps, sentence_maps
 
 
-def load_model(model_dir=None, saved_model=None, checkpoint=None, beam_size=None,
-               alpha=None):
+def load_model(model_dir=None, saved_model=None, checkpoint=None,
+               decoding: DecodingConfig | None = None):
     """(model, tokenizer, decoding config) from exactly one of a model directory (its
     averaged checkpoint if there is one, else the latest; or `checkpoint`) or a SavedModel
-    written by transformer_tf (the model rebuilt from its variables)."""
+    written by transformer_tf (the model rebuilt from its variables); the decoding config
+    is `decoding`, or when None the source's own (`loading.source_decoding`)."""
     if (model_dir is None) == (saved_model is None):
         raise ValueError("give exactly one of a model directory or a SavedModel directory")
-    overrides = dict(beam_size=beam_size, alpha=alpha)
     if model_dir is not None:
-        model, tokenizer, run, _ = loading.load_trained(model_dir, checkpoint, **overrides)
+        model, tokenizer, run, _ = loading.load_trained(model_dir, checkpoint, decoding)
         return model, tokenizer, run.decoding
     model, tokenizer, info = loading.model_from_saved_model(saved_model)
-    decoding = DecodingConfig.from_config(info["decoding"]).with_overrides(**overrides)
-    return model, tokenizer, decoding
+    return model, tokenizer, decoding or DecodingConfig.from_config(info["decoding"])
 
 
 def attention_figures(model, tokenizer, decoding: DecodingConfig, text: str, out_dir,

@@ -14,7 +14,6 @@ from tqdm import tqdm
 from transformer_tf.config import DecodingConfig
 from transformer_tf.data.bpe import python_processor
 from transformer_tf.data.source_text import is_blank
-from transformer_tf.decoding.search import check_n_best
 from transformer_tf.inference import loading
 from transformer_tf.inference.translator import Translator
 
@@ -63,32 +62,27 @@ def from_translator(translator, n_best: int = 1) -> LoadedTranslator:
 
 
 def load_translator(model: str | None = None, model_dir: str | None = None,
-                    checkpoint: str | None = None, beam_size: int | None = None,
-                    alpha: float | None = None, max_extra_length: int | None = None,
-                    n_best: int = 1, grammar: str | None = None,
-                    stopping: str | None = None,
+                    checkpoint: str | None = None, decoding: DecodingConfig | None = None,
+                    n_best: int = 1,
                     ensemble: Sequence[str] | None = None) -> LoadedTranslator:
     """From a SavedModel directory (`model`), a training run (`model_dir`) or training
-    runs decoded together (`ensemble`: `loading.load_ensemble`, the first run's search
-    settings).
+    runs decoded together (`ensemble`: `loading.load_ensemble`), searching with
+    `decoding` (None: the source's own, `loading.source_decoding`) for `n_best`
+    hypotheses per sentence (1 <= n_best <= decoding.beam_size, the caller's to check:
+    `DecodingConfig.check_n_best`).
 
-    A SavedModel's own signatures are used when the requested search settings are those it
-    was exported with; otherwise the model is rebuilt from its variables with the new ones.
+    A SavedModel's own signatures are used when `decoding` is the one it was exported
+    with; otherwise the model is rebuilt from its variables with `decoding`.
     """
-    overrides = dict(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
-                     grammar=grammar, stopping=stopping)
-    if sum(source is not None for source in (model, model_dir, ensemble)) != 1:
-        raise ValueError("give exactly one of a SavedModel directory, a model directory "
-                         "or the run directories of an ensemble")
+    loading.check_one_source(model, model_dir, ensemble)
     if model_dir is not None or ensemble is not None:
         net, tokenizer, run, _ = (
-            loading.load_trained(model_dir, checkpoint, **overrides) if model_dir is not None
-            else loading.load_ensemble(ensemble, **overrides))
+            loading.load_trained(model_dir, checkpoint, decoding) if model_dir is not None
+            else loading.load_ensemble(ensemble, decoding))
         return from_translator(Translator(net, tokenizer, run.decoding, n_best=n_best), n_best)
     info = loading.read_export_info(model)
     exported = DecodingConfig.from_config(info["decoding"])
-    decoding = exported.with_overrides(**overrides)
-    check_n_best(n_best, decoding.beam_size)
+    decoding = decoding or exported
     # The ids-only variant has no text signatures: the model is rebuilt around its weights.
     if decoding != exported or n_best > info.get("n_best", 1) or info.get("variant") == "ids":
         return from_translator(

@@ -7,7 +7,7 @@ the model (its `call`, the training path, without dropout) gives
 
 natural logarithms, no label smoothing, no length penalty. `forbidden_ids` renormalises
 each step's distribution over the ids a search may emit, as the searches of
-`decoding.model_search` do (their -1e9 logit bias, then log-softmax): with the search's
+`decoding.model_driver` do (their -1e9 logit bias, then log-softmax): with the search's
 forbidden ids and alpha = 0 the result equals a beam search's score of the same output.
 Without (the default) it is the model's own distribution, the one the training loss
 (`training.losses` with label smoothing 0) measures.
@@ -19,7 +19,7 @@ from typing import NamedTuple, Sequence
 import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, PAD_ID
-from transformer_tf.decoding.model_search import forbidden_token_bias, source_lengths
+from transformer_tf.decoding.model_driver import forbidden_token_bias, source_lengths
 
 
 class ForcedScores(NamedTuple):

@@ -108,17 +108,34 @@ def run_decoding(model_dir, run: model_dir_lib.RunConfig) -> DecodingConfig:
     return run.decoding.with_overrides(**chosen.overrides()) if chosen else run.decoding
 
 
-def load_trained(model_dir, checkpoint=None, precision: str = "float32",
-                 **decoding_overrides):
+def check_one_source(model=None, model_dir=None, ensemble=None) -> None:
+    """ValueError unless exactly one of a SavedModel directory, a model directory and the
+    run directories of an ensemble is given."""
+    if sum(source is not None for source in (model, model_dir, ensemble)) != 1:
+        raise ValueError("give exactly one of a SavedModel directory, a model directory "
+                         "or the run directories of an ensemble")
+
+
+def source_decoding(model=None, model_dir=None, ensemble=None) -> DecodingConfig:
+    """The search settings of exactly one of a SavedModel directory (`model`: those it was
+    exported with), a training run (`model_dir`: `run_decoding`) or the runs of an
+    ensemble (the first run's), used when a caller gives none. Reads JSON files only."""
+    check_one_source(model, model_dir, ensemble)
+    if model is not None:
+        return DecodingConfig.from_config(read_export_info(model)["decoding"])
+    model_dir = model_dir if model_dir is not None else ensemble[0]
+    return run_decoding(model_dir, model_dir_lib.read_run_config(model_dir))
+
+
+def load_trained(model_dir, checkpoint=None, decoding: DecodingConfig | None = None,
+                 precision: str = "float32"):
     """(model, tokenizer, run_config, checkpoint_path) of a training run's model directory;
-    the run's decoding settings (`run_decoding`) with `decoding_overrides` (beam_size=,
-    alpha=, max_extra_length=; None = keep), checked before anything is loaded; the model
-    computes in `precision` (`serving_dtype_policy`). Reads only the model directory (its
-    run config, choices, tokenizer and checkpoints)."""
+    the run config's decoding is `decoding`, or when None the run's own (`run_decoding`);
+    the model computes in `precision` (`serving_dtype_policy`). Reads only the model
+    directory (its run config, choices, tokenizer and checkpoints)."""
     policy = serving_dtype_policy(precision)
     run = model_dir_lib.read_run_config(model_dir)
-    run = dataclasses.replace(
-        run, decoding=run_decoding(model_dir, run).with_overrides(**decoding_overrides))
+    run = dataclasses.replace(run, decoding=decoding or run_decoding(model_dir, run))
     path = pick_checkpoint(model_dir, checkpoint)
     model = build_model(run.family, run.model, dtype=policy)
     checkpoints.load_weights(model, path)
@@ -155,15 +172,16 @@ def check_ensemble_runs(model_dirs) -> None:
                     f"{theirs!r}; ensemble members must translate the same language pair")
 
 
-def load_ensemble(model_dirs, precision: str = "float32", **decoding_overrides):
+def load_ensemble(model_dirs, decoding: DecodingConfig | None = None,
+                  precision: str = "float32"):
     """(ensemble, tokenizer, run_config, checkpoint paths) of training runs decoded
     together (`models.ensemble.Ensemble`), each run at its default checkpoint
     (`default_checkpoint`), computing in `precision`. The runs are checked first
-    (`check_ensemble_runs`); the decoding settings are the first run's with
-    `decoding_overrides` (None = keep)."""
+    (`check_ensemble_runs`); the decoding settings are `decoding`, or when None the first
+    run's."""
     model_dirs = [str(d) for d in model_dirs]
     check_ensemble_runs(model_dirs)
-    loaded = [load_trained(model_dir, precision=precision, **decoding_overrides)
+    loaded = [load_trained(model_dir, decoding=decoding, precision=precision)
               for model_dir in model_dirs]
     _, tokenizer, run, _ = loaded[0]
     members, paths = [model for model, *_ in loaded], [path for *_, path in loaded]

@@ -19,7 +19,7 @@ import tensorflow_text  # noqa: F401  (registers the sentencepiece ops SavedMode
 
 from transformer_tf.config import DecodingConfig
 from transformer_tf.data.bpe import display_pieces, python_processor
-from transformer_tf.data.textio import LineCountMismatchError, iter_lines
+from transformer_tf.data.text_lines import LineCountMismatchError, iter_lines
 from transformer_tf.inference import loading
 from transformer_tf.inference.batch import batch_rows
 from transformer_tf.inference.translator import Translator
@@ -73,8 +73,8 @@ def pairs_from_lines(lines: Iterable[str], name: str = "<stdin>") -> list[tuple[
 
 def pairs_from_files(source_path, target_path) -> list[tuple[str, str]]:
     """Line i of `source_path` with line i of `target_path` (UTF-8, ".gz" read as text);
-    `textio.LineCountMismatchError` naming both files and the first line without a
-    partner when their lengths differ, `textio`'s errors for unreadable files."""
+    `text_lines.LineCountMismatchError` naming both files and the first line without a
+    partner when their lengths differ, `text_lines`'s errors for unreadable files."""
     sources, targets = list(iter_lines(source_path)), list(iter_lines(target_path))
     if len(sources) != len(targets):
         longer = source_path if len(sources) > len(targets) else target_path

@@ -9,7 +9,7 @@ written with TensorFlow ops so that the exported SavedModel does it all in the g
 
 The in-graph reading follows the same rules as `linearise.delinearise` (tests check that
 both give the same trees and counts on random ill-formed sequences), for the leaf
-convention of the model's vocabulary (`data.treebank_data.leaves_of_vocabulary`).
+convention of the model's vocabulary (`data.treebank_to_prepared.leaves_of_vocabulary`).
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from transformer_tf.data.linearise import (
     sentence_words,
     tree_from_output,
 )
-from transformer_tf.data.treebank import ROOT_LABEL
-from transformer_tf.data.treebank_data import leaves_of_vocabulary
+from transformer_tf.data.treebank_reader import ROOT_LABEL
+from transformer_tf.data.treebank_to_prepared import leaves_of_vocabulary
 from transformer_tf.inference.batch import batch_rows, translate_lines
 from transformer_tf.inference.loading import read_export_info
 from transformer_tf.inference.translator import Translator

@@ -20,13 +20,14 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from transformer_tf.config import DecodingConfig
 from transformer_tf.data.datasets import make_evaluation_dataset
 from transformer_tf.evaluation import corpus_bleu
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.evaluation.paired_bootstrap import (
     PairedBootstrap,
     bleu_paired_bootstrap,
 )
-from transformer_tf.evaluation.textfiles import read_lines
 from transformer_tf.inference.batch import from_translator, translate_lines
 from transformer_tf.inference.loading import load_trained, pick_checkpoint
 from transformer_tf.inference.translator import Translator
@@ -66,12 +67,12 @@ class DevScorer:
     then only a weight restore and the runs over the dev set, so scoring a second
     candidate costs no second trace."""
 
-    def __init__(self, model_dir, prepared, checkpoint=None, beam_size=None, alpha=None,
-                 batch_size: int = 64, bleu_limit: int | None = None):
+    def __init__(self, model_dir, prepared, checkpoint=None,
+                 decoding: DecodingConfig | None = None, batch_size: int = 64,
+                 bleu_limit: int | None = None):
         self.model_dir = model_dir
         # Built with `checkpoint`'s weights (the run's default one when None).
-        self.model, tokenizer, run, self._loaded = load_trained(
-            model_dir, checkpoint, beam_size=beam_size, alpha=alpha)
+        self.model, tokenizer, run, self._loaded = load_trained(model_dir, checkpoint, decoding)
         self.trainer = Seq2SeqTrainer(
             self.model, label_smoothing=run.training.label_smoothing,
             pooled_ids=pooled_ids(run.training, read_tokenizer_proto(model_dir),
@@ -118,11 +119,12 @@ class DevScorer:
         return float(corpus_bleu(self._translate(translator), self.references))
 
 
-def score_on_dev(name: str, model_dir, checkpoint, prepared, beam_size=None, alpha=None,
-                 batch_size: int = 64, bleu_limit: int | None = None) -> DevScore:
+def score_on_dev(name: str, model_dir, checkpoint, prepared,
+                 decoding: DecodingConfig | None = None, batch_size: int = 64,
+                 bleu_limit: int | None = None) -> DevScore:
     """Dev NLL (the whole dev set) and BLEU (its first `bleu_limit` sentences; None: all)
-    of `checkpoint` of the run in `model_dir`."""
-    return DevScorer(model_dir, prepared, checkpoint, beam_size, alpha, batch_size,
+    of `checkpoint` of the run in `model_dir`, searched with `decoding` (None: the run's)."""
+    return DevScorer(model_dir, prepared, checkpoint, decoding, batch_size,
                      bleu_limit).score(name, checkpoint)
 
 
@@ -172,8 +174,9 @@ class Selection:
     reason: str  # why `chosen` was kept (the `Choice.reason`s, or: the only candidate)
 
 
-def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
-                       alpha=None, bleu_limit: int | None = None) -> Selection:
+def average_and_choose(model_dir, prepared, last: int, out=None,
+                       decoding: DecodingConfig | None = None,
+                       bleu_limit: int | None = None) -> Selection:
     """Average up to `last` checkpoints from the final part of training
     (`averaging.tail_checkpoints` of `averaging.candidate_checkpoints`) and choose on the
     dev set of `prepared` (BLEU on its first `bleu_limit` sentences, None: all) among the
@@ -184,8 +187,7 @@ def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
     choice in the run directory (`model_dir.write_chosen`), where export and translate
     find it."""
     with hold_run(model_dir):
-        selection = _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
-                                        bleu_limit)
+        selection = _average_and_choose(model_dir, prepared, last, out, decoding, bleu_limit)
         model_dir_lib.write_chosen(model_dir, model_dir_lib.ChosenCheckpoint(
             checkpoint=selection.chosen.checkpoint, name=selection.chosen.name,
             reason=selection.reason,
@@ -193,14 +195,12 @@ def average_and_choose(model_dir, prepared, last: int, out=None, beam_size=None,
     return selection
 
 
-def _average_and_choose(model_dir, prepared, last, out, beam_size, alpha,
-                        bleu_limit) -> Selection:
+def _average_and_choose(model_dir, prepared, last, out, decoding, bleu_limit) -> Selection:
     available = checkpoints.readable_checkpoints(checkpoints.list_checkpoints(model_dir))
     if not available:
         raise ValueError(f"{model_dir} has no checkpoints")
     tail = averaging.tail_checkpoints(averaging.candidate_checkpoints(model_dir), last)
-    scorer = DevScorer(model_dir, prepared, available[-1], beam_size=beam_size, alpha=alpha,
-                       bleu_limit=bleu_limit)
+    scorer = DevScorer(model_dir, prepared, available[-1], decoding, bleu_limit=bleu_limit)
     latest = scorer.score("latest", available[-1])
     scores, sources, reasons, kept = [latest], [], [], latest
     if len(tail) < 2:

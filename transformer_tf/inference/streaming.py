@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from tqdm import tqdm
 
-from transformer_tf.data.textio import open_binary, strip_newline
+from transformer_tf.data.text_lines import open_binary, strip_newline
 from transformer_tf.inference.batch import LoadedTranslator, translate_lines
 
 logger = logging.getLogger(__name__)

@@ -29,13 +29,12 @@ from transformer_tf.config import PAD_ID, DecodingConfig
 from transformer_tf.data.bpe import line_break_piece_ids
 from transformer_tf.data.source_text import clean_source_ids, encode_sources
 from transformer_tf.data.tree_grammar import output_constraint
-from transformer_tf.decoding.model_search import (
+from transformer_tf.decoding.model_driver import (
     search_in_lanes,
     search_model,
     search_model_by_length,
     xla_chunk_search,
 )
-from transformer_tf.decoding.search import check_n_best
 from transformer_tf.inference.forced_decoding import forced_scores
 
 
@@ -46,7 +45,8 @@ class IdsTranslator(tf.Module):
     Args:
       model: a trained model of the sequence-to-sequence contract.
       decoding: beam size, length penalty alpha and max extra length.
-      n_best: hypotheses kept per sentence by the n-best signatures.
+      n_best: hypotheses kept per sentence by the n-best signatures, at most
+        `decoding.beam_size` (None: that many; checked by whoever builds `decoding`).
       forbidden_ids: ids the search never emits besides PAD and BOS (the tokenizer's
         line-break pieces; `Translator` fills them in).
       constraint: what outputs must obey (`decoding.grammar`'s constraint, built by
@@ -62,7 +62,6 @@ class IdsTranslator(tf.Module):
         self.model = model
         self.decoding = decoding
         self.n_best = n_best or decoding.beam_size
-        check_n_best(self.n_best, decoding.beam_size)
         self.max_source_tokens = model.max_source_length - 1  # room for EOS
         self.forbidden_ids = tuple(int(i) for i in forbidden_ids)
         self.constraint = constraint
@@ -86,8 +85,7 @@ class IdsTranslator(tf.Module):
 
         def search(ids):
             if self.decoding.chunk_size:
-                return search_model_by_length(self.model, ids, self.decoding,
-                                              self.decoding.chunk_size, n_best=n_best,
+                return search_model_by_length(self.model, ids, self.decoding, n_best=n_best,
                                               forbidden_ids=self.forbidden_ids,
                                               jit_compile=compiled,
                                               constraint=self.constraint)
@@ -173,7 +171,7 @@ class Translator(IdsTranslator):
       tokenizer: the shared BpeTokenizer (its model proto travels with this module).
       decoding: beam size, length penalty alpha, max extra length and the output grammar
         (`decoding.grammar`, built from the tokenizer's vocabulary).
-      n_best: hypotheses kept per sentence by `translate_nbest`.
+      n_best: hypotheses kept per sentence by `translate_nbest`, as for `IdsTranslator`.
     """
 
     def __init__(self, model, tokenizer, decoding: DecodingConfig = DecodingConfig(),

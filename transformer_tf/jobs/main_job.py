@@ -28,11 +28,11 @@ import pathlib
 import tensorflow as tf
 
 from transformer_tf.data import bpe as bpe_lib
-from transformer_tf.data.prepare import prepare_dataset
-from transformer_tf.data.prepared import METADATA_FILE, load_prepared
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
+from transformer_tf.data.prepared_writer import prepare_dataset
+from transformer_tf.data.text_lines import CorpusError
 from transformer_tf.evaluation import evaluate
-from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator, translate_lines
 from transformer_tf.inference.decoding_choice import choose_decoding, decoding_grid
@@ -157,10 +157,10 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     stages.begin(f"3/7 average the final checkpoints (up to {average_last}, from the last "
                  f"{averaging.TAIL_FRACTION:.0%} of training) and keep it only if it is better "
                  "than the latest on the dev set; the same for the best checkpoint by dev BLEU")
-    search = dict(beam_size=options.beam_size or run.decoding.beam_size,
-                  alpha=run.decoding.alpha if options.alpha is None else options.alpha)
-    selection = average_and_choose(model_dir, prepared, average_last,
-                                   bleu_limit=options.dev_limit, **search)
+    # The search every later stage uses: the run's, with the beam size and alpha given.
+    decoding = run.decoding.with_overrides(beam_size=options.beam_size, alpha=options.alpha)
+    selection = average_and_choose(model_dir, prepared, average_last, decoding=decoding,
+                                   bleu_limit=options.dev_limit)
     chosen, scores = selection.chosen, selection.scores
     print(selection.note)
     for score in scores:
@@ -173,18 +173,18 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     stages.begin(f"4/7 choose beam size and alpha on the dev set: {len(grid)} setting(s)")
     if len(grid) > 1:
         scorer = DevScorer(model_dir, prepared, chosen.checkpoint, bleu_limit=options.dev_limit)
-        decoding = choose_decoding(model_dir, scorer, chosen.checkpoint, grid, known={
-            (search["beam_size"], search["alpha"]): chosen.bleu})
-        for row in decoding.scores:
+        choice = choose_decoding(model_dir, scorer, chosen.checkpoint, grid, known={
+            (decoding.beam_size, decoding.alpha): chosen.bleu})
+        for row in choice.scores:
             print(f"  beam {row['beam_size']}, alpha {row['alpha']:g}: dev BLEU "
                   f"{row['dev_bleu']:.2f}")
-        search = decoding.overrides()
-        decoding_reason, decoding_scores = decoding.reason, decoding.scores
+        decoding = decoding.replace(**choice.overrides())
+        decoding_reason, decoding_scores = choice.reason, choice.scores
     else:
         decoding_reason = ("given on the command line" if options.beam_size
                            and options.alpha is not None else "the only setting of the grid")
         decoding_scores = []
-    print(f"decoding: beam {search['beam_size']}, alpha {search['alpha']:g} "
+    print(f"decoding: beam {decoding.beam_size}, alpha {decoding.alpha:g} "
           f"({decoding_reason})")
     stages.done("choose_decoding")
 
@@ -193,10 +193,10 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     references = read_lines(test_files.target)
     if options.test_limit:
         sources, references = sources[:options.test_limit], references[:options.test_limit]
-    stages.begin(f"5/7 translate {len(sources)} test sentences (beam {search['beam_size']}, "
-                 f"alpha {search['alpha']}) and score them")
+    stages.begin(f"5/7 translate {len(sources)} test sentences (beam {decoding.beam_size}, "
+                 f"alpha {decoding.alpha}) and score them")
     translator = load_translator(model_dir=str(model_dir), checkpoint=chosen.checkpoint,
-                                 **search)
+                                 decoding=decoding)
     translations, _ = translate_lines(translator, sources, options.batch_size,
                                       progress=options.verbose > 0)
     hypotheses = [row[0] for row in translations]
@@ -210,7 +210,7 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     export_dir = export_version_dir(pathlib.Path(options.saved_models_dir) / name,
                                     options.export_version)
     stages.begin(f"6/7 export the SavedModel -> {export_dir}")
-    export_model_dir(model_dir, export_dir, checkpoint=chosen.checkpoint, **search)
+    export_model_dir(model_dir, export_dir, checkpoint=chosen.checkpoint, decoding=decoding)
     stages.done("export")
 
     stages.begin("7/7 translate through the exported serving_default signature")
@@ -226,7 +226,7 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     best = read_best(model_dir)
     summary = {
         "dataset": options.dataset, "direction": f"{src}-{tgt}", "preset": options.preset,
-        "family": run.family, "beam_size": search["beam_size"], "alpha": search["alpha"],
+        "family": run.family, "beam_size": decoding.beam_size, "alpha": decoding.alpha,
         "model_config": run.model.get_config(), "training_config": run.training.get_config(),
         "parameters": int(translator.owner.model.count_params()), "train_steps": result.step,
         "resumed_from_step": result.start_step,

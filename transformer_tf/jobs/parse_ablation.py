@@ -32,10 +32,10 @@ import datetime
 import json
 import pathlib
 
-from transformer_tf.data.treebank_data import gold_path
+from transformer_tf.data.treebank_to_prepared import gold_path
 from transformer_tf.evaluation.evalb import evalb
 from transformer_tf.evaluation.paired_bootstrap import paired_bootstrap
-from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.jobs.parse_job import (
     choose_checkpoint,
     parse_and_score,
@@ -43,7 +43,7 @@ from transformer_tf.jobs.parse_job import (
 )
 from transformer_tf.jobs.recipe_study import current_commit, machine_description
 from transformer_tf.presets import get_preset
-from transformer_tf.training.live_objects import set_aside_live_objects
+from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 
 COMPARED_WITH = "engineered"
 NOT_RUN = "not run yet"
@@ -272,17 +272,17 @@ def _score_row(row: AblationRow, model_dir: pathlib.Path, prepared,
     from transformer_tf.rundir.model_dir import read_run_config
 
     run = read_run_config(model_dir)
-    search = row_search(row, options)
+    decoding = run.decoding.with_overrides(**row_search(row, options))
     trees = row_trees(options, row)
     row_work = trees.parent
     row_work.mkdir(parents=True, exist_ok=True)
     progress = options.verbose > 0
-    choice = choose_checkpoint(model_dir, prepared, row_work, search,
+    choice = choose_checkpoint(model_dir, prepared, row_work, decoding,
                                run.training.average_last, options.batch_size, progress)
     scored = parse_and_score(model_dir, choice["checkpoint"], prepared, "valid",
-                             trees, options.batch_size, progress, **search)
+                             trees, options.batch_size, progress, decoding)
     scores = scored["evalb"]["all"]
-    return {"alpha": run.decoding.with_overrides(**search).alpha, "chosen": choice["chosen"],
+    return {"alpha": decoding.alpha, "chosen": choice["chosen"],
             "dev_f1": scores["f1"], "dev_recall": scores["recall"],
             "dev_precision": scores["precision"],
             "dev_complete_match": scores["complete_match"],

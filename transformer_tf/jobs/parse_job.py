@@ -1,6 +1,6 @@
 """The parsing job (paper section 6.3) end to end, what scripts/parse_job.py runs:
 
-1. prepare the treebank (`data.treebank_data.prepare_treebank`) into WORK/data;
+1. prepare the treebank (`data.treebank_to_prepared.prepare_treebank`) into WORK/data;
 2. train the preset with `model.fit` within a time budget (WORK/model; TensorBoard logs in
    WORK/model/logs), resuming a run already there;
 3. average up to `average_last` checkpoints from the final part of training and keep the
@@ -25,17 +25,20 @@ import time
 
 import tensorflow as tf
 
+from transformer_tf.config import DecodingConfig
 from transformer_tf.data.linearise import DEFAULT_LEAVES
-from transformer_tf.data.prepared import METADATA_FILE, load_prepared
-from transformer_tf.data.treebank import TreebankError
-from transformer_tf.data.treebank_data import gold_path, prepare_treebank
+from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
+from transformer_tf.data.treebank_reader import TreebankError
+from transformer_tf.data.treebank_to_prepared import gold_path, prepare_treebank
 from transformer_tf.evaluation.evalb import evalb
-from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator
+from transformer_tf.inference.loading import source_decoding
 from transformer_tf.inference.parser import parse_lines
 from transformer_tf.jobs.stages import JobStages, check_export_free, export_version_dir
 from transformer_tf.presets.parsing import PRESET_LEAVES
+from transformer_tf.presets.parsing import DEFAULT_PARSING_PRESET
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir.lock import hold_run
 from transformer_tf.rundir.model_dir import read_run_config
@@ -55,7 +58,7 @@ EXAMPLE_SENTENCES = [
 class ParseJobOptions:
     treebank_dir: str
     work_dir: str = "runs/ptb_parsing"
-    preset: str = "parsing_cpu"
+    preset: str = DEFAULT_PARSING_PRESET
     vocab_size: int = 4000
     subword: str = "bpe"  # or "wordpiece" (whole words where the vocabulary has them)
     leaves: str | None = None  # "words" or "slot" (data.linearise); None: `preset_leaves`
@@ -65,6 +68,7 @@ class ParseJobOptions:
     eval_every: int = 200
     model_overrides: dict = dataclasses.field(default_factory=dict)
     training_overrides: dict = dataclasses.field(default_factory=dict)
+    decoding_overrides: dict = dataclasses.field(default_factory=dict)  # the run's, recorded
     average_last: int | None = None
     beam_size: int | None = None  # None: the preset's (parsing: 21)
     alpha: float | None = None  # parsing_paper: 0.3, parsing_cpu: 5.0
@@ -97,10 +101,12 @@ def prepare_or_reuse(treebank_dir, data_dir: pathlib.Path, vocab_size: int, subw
     return prepared
 
 
-def choose_checkpoint(model_dir: pathlib.Path, prepared, work: pathlib.Path, search: dict,
-                      average_last: int, batch_size: int, progress: bool) -> dict:
+def choose_checkpoint(model_dir: pathlib.Path, prepared, work: pathlib.Path,
+                      decoding: DecodingConfig, average_last: int, batch_size: int,
+                      progress: bool) -> dict:
     """Average up to `average_last` checkpoints from the final part of training and keep
-    the average only if its greedy dev F1 is at least the latest checkpoint's.
+    the average only if its greedy dev F1 is at least the latest checkpoint's
+    (searched greedily with `decoding`'s other settings).
 
     Returns {"checkpoint": the chosen prefix, "chosen": "averaged" or "latest",
     "averaged_sources": [...], "dev_f1_greedy": {name: F1}}; greedy trees go to
@@ -118,7 +124,7 @@ def choose_checkpoint(model_dir: pathlib.Path, prepared, work: pathlib.Path, sea
     for name, path in candidates.items():
         scored = parse_and_score(model_dir, path, prepared, "valid",
                                  work / f"valid.greedy.{name}.trees", batch_size,
-                                 progress, **{**search, "beam_size": 1})
+                                 progress, decoding.replace(beam_size=1))
         dev_greedy[name] = scored["evalb"]["all"]["f1"]
         print(f"  {name} ({pathlib.Path(path).name}): dev F1 greedy {dev_greedy[name]:.2f}")
     chosen = ("averaged" if "averaged" in dev_greedy
@@ -129,11 +135,12 @@ def choose_checkpoint(model_dir: pathlib.Path, prepared, work: pathlib.Path, sea
 
 
 def parse_and_score(model_dir, checkpoint, prepared, split: str, out_path, batch_size: int,
-                    progress: bool, **search) -> dict:
-    """Parse `split` of `prepared` with `checkpoint`, write the trees to `out_path` and
-    return {"evalb": ..., "repairs": ..., "seconds": ...}."""
+                    progress: bool, decoding: DecodingConfig) -> dict:
+    """Parse `split` of `prepared` with `checkpoint` searching with `decoding`, write the
+    trees to `out_path` and return {"evalb": ..., "repairs": ..., "seconds": ...}."""
     started = time.monotonic()
-    translator = load_translator(model_dir=str(model_dir), checkpoint=checkpoint, **search)
+    translator = load_translator(model_dir=str(model_dir), checkpoint=checkpoint,
+                                 decoding=decoding)
     sentences = read_lines(prepared.files(split).source)
     trees, _, _, repairs = parse_lines(translator, sentences, batch_size, progress)
     pathlib.Path(out_path).write_text("".join(t + "\n" for t in trees), encoding="utf-8")
@@ -172,23 +179,25 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     result = train(TrainOptions(
         data_dir=str(data_dir), model_dir=str(model_dir), preset=options.preset,
         model_overrides=options.model_overrides,
-        training_overrides=options.training_overrides, max_steps=options.max_steps,
+        training_overrides=options.training_overrides,
+        decoding_overrides=options.decoding_overrides, max_steps=options.max_steps,
         epochs=options.epochs, max_minutes=options.train_minutes,
         eval_every=options.eval_every, validation_sentences=0,
         precision=options.precision, verbose=options.verbose))
     print(f"trained to step {result.step} in {result.seconds / 60:.1f} min "
           f"(stopped by {result.stopped_by})")
     run = read_run_config(model_dir)
-    search = dict(beam_size=options.beam_size, alpha=options.alpha,
-                  max_extra_length=options.max_extra_length, grammar=options.grammar)
-    decoding = run.decoding.with_overrides(**search)
+    # The search every later stage uses: the run's, with the settings given.
+    decoding = source_decoding(model_dir=model_dir).with_overrides(
+        beam_size=options.beam_size, alpha=options.alpha,
+        max_extra_length=options.max_extra_length, grammar=options.grammar)
     stages.done("train")
 
     average_last = options.average_last or run.training.average_last
     stages.begin(f"3/6 average up to {average_last} checkpoints from the final "
                  f"{averaging.TAIL_FRACTION:.0%} of training; keep the average only if its dev "
                  "F1 (greedy) is at least the latest checkpoint's")
-    choice = choose_checkpoint(model_dir, prepared, work, search, average_last,
+    choice = choose_checkpoint(model_dir, prepared, work, decoding, average_last,
                                options.batch_size, progress)
     checkpoint, chosen = choice["checkpoint"], choice["chosen"]
     averaged_sources, dev_greedy = choice["averaged_sources"], choice["dev_f1_greedy"]
@@ -201,7 +210,7 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     for split in ("valid", "test"):
         results[split] = parse_and_score(model_dir, checkpoint, prepared, split,
                                          work / f"{split}.trees", options.batch_size,
-                                         progress, **search)
+                                         progress, decoding)
         repairs = results[split]["repairs"]
         print(f"{split}: {results[split].pop('report_text')}\nrepairs: {repairs['total']} in "
               f"{repairs['repaired_sentences']} sentences {repairs}")
@@ -210,7 +219,8 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     export_dir = (pathlib.Path(options.saved_model_dir) if options.saved_model_dir
                   else export_version_dir(work / "saved_model", None))
     stages.begin(f"5/6 export the SavedModel -> {export_dir}")
-    export_model_dir(model_dir, export_dir, checkpoint=checkpoint, parser=True, **search)
+    export_model_dir(model_dir, export_dir, checkpoint=checkpoint, parser=True,
+                     decoding=decoding)
     stages.done("export")
 
     stages.begin("6/6 parse example sentences through the exported serving_default signature")

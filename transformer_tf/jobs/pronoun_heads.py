@@ -24,7 +24,7 @@ import numpy as np
 
 from transformer_tf.data.multi30k import multi30k_corpus
 from transformer_tf.data.possessives import PronounCase, find_case
-from transformer_tf.data.textio import iter_parallel_lines
+from transformer_tf.data.text_lines import iter_parallel_lines
 from transformer_tf.evaluation.pronoun_heads import (
     head_hits,
     positional_baseline,

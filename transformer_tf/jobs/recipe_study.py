@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from transformer_tf.config import RECIPES
 from transformer_tf.runtime import cpu
-from transformer_tf.training.live_objects import set_aside_live_objects
+from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 
 DEFAULT_STEPS = (1000, 2000)
 DEFAULT_SEEDS = (1, 2)
@@ -186,14 +186,17 @@ def _train_run(recipe: str, steps: int, seed: int, options: RecipeStudyOptions):
 
 
 def _score_run(model_dir: pathlib.Path, options: RecipeStudyOptions) -> dict:
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.inference.loading import source_decoding
     from transformer_tf.inference.selection import average_and_choose
     from transformer_tf.rundir.model_dir import read_run_config
 
     run = read_run_config(model_dir)
+    decoding = source_decoding(model_dir=model_dir).replace(beam_size=options.beam_size,
+                                                             alpha=options.alpha)
     selection = average_and_choose(model_dir, load_prepared(options.data_dir),
-                                   run.training.average_last, beam_size=options.beam_size,
-                                   alpha=options.alpha, bleu_limit=options.dev_limit)
+                                   run.training.average_last, decoding=decoding,
+                                   bleu_limit=options.dev_limit)
     scores = {score.name: score for score in selection.scores}
     averaged = scores.get("averaged", scores["latest"])
     return {"dev_bleu_latest": scores["latest"].bleu, "dev_nll_latest": scores["latest"].nll,

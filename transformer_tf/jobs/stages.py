@@ -6,7 +6,7 @@ import pathlib
 import time
 
 from transformer_tf.export.versions import next_free_version
-from transformer_tf.training.live_objects import set_aside_live_objects
+from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 
 
 class JobStages:
@@ -14,7 +14,7 @@ class JobStages:
     each begins, its wall time (seconds) when it is done.
 
     When a stage is done, the objects still alive are set aside from later garbage
-    collections (`live_objects.set_aside_live_objects`: after training, rescanning them
+    collections (`gc_freeze.set_aside_live_objects`: after training, rescanning them
     made the later stages' tracing 2-3 times slower). The jobs run as commands, so the
     process-wide freeze is theirs to make."""
 

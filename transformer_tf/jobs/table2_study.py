@@ -36,7 +36,7 @@ from collections.abc import Callable
 from transformer_tf.jobs.recipe_study import current_commit, machine_description
 from transformer_tf.jobs.variations import median_logged_scalar
 from transformer_tf.presets import get_preset
-from transformer_tf.training.live_objects import set_aside_live_objects
+from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 
 ARMS = ("time", "tokens")
 DEFAULT_PRESETS = ("multi30k", "convs2s_multi30k")
@@ -122,7 +122,7 @@ def pass_size(data_dir: str, preset: str) -> dict:
 
     from transformer_tf.config import PAD_ID
     from transformer_tf.data.datasets import make_training_dataset
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
 
     training = get_preset(preset).training
     dataset = make_training_dataset(
@@ -237,9 +237,9 @@ def _train_run(arm: str, preset: str, seed: int, options: Table2Options):
 
 def _test_bleu(model_dir: pathlib.Path, options: Table2Options) -> dict:
     """Test BLEU of the run's latest checkpoint with its own decoding settings."""
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.evaluation.scoring import evaluate
-    from transformer_tf.evaluation.textfiles import read_lines
+    from transformer_tf.evaluation.hypothesis_files import read_lines
     from transformer_tf.inference.batch import load_translator, translate_lines
     from transformer_tf.rundir import checkpoints
 
@@ -309,7 +309,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     the column stays empty). `train_run(arm, preset, seed, options)` -> TrainResult and
     `score_run(model_dir, options)` -> {"test_bleu", "decoding"} default to real training
     and test scoring (tests pass fakes)."""
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.rundir.model_dir import read_run_config
     from transformer_tf.rundir.validation_log import read_validation_log
 

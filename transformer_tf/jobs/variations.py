@@ -46,7 +46,7 @@ from typing import Callable
 
 from transformer_tf.config import ModelConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.training.live_objects import set_aside_live_objects
+from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 from transformer_tf.training.rate_formula import peak_learning_rate, scale_for_peak
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
@@ -461,14 +461,15 @@ def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_l
 
 
 def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, seconds: float):
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.inference.loading import source_decoding
     from transformer_tf.inference.selection import score_on_dev
     from transformer_tf.rundir import checkpoints
 
     model_dir = row_dir / "model"
     latest = checkpoints.newest_readable(model_dir)  # FileNotFoundError without one
-    score = score_on_dev("latest", model_dir, latest, load_prepared(options.data_dir),
-                         beam_size=4, alpha=0.6)
+    paper = source_decoding(model_dir=model_dir).replace(beam_size=4, alpha=0.6)
+    score = score_on_dev("latest", model_dir, latest, load_prepared(options.data_dir), paper)
     steps = checkpoints.checkpoint_step(latest)
     tokens_per_s = median_logged_scalar(model_dir / "logs" / "train", "target_tokens_per_second")
     from transformer_tf.rundir.validation_log import read_validation_log
@@ -515,7 +516,7 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
     if base.family != "transformer":
         raise ValueError(f"{options.base_preset!r} is a {base.family} preset; the study varies "
                          "the Transformer")
-    from transformer_tf.data.prepared import load_prepared
+    from transformer_tf.data.prepared_reader import load_prepared
 
     base_model, base_smoothing = base_of_study(options,
                                                load_prepared(options.data_dir).vocab_size)

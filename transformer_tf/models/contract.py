@@ -21,7 +21,7 @@ A model is a `keras.Model` subclass of `Seq2SeqModel` that implements:
         step + 1. Only `per_beam` may change; the new state keeps its structure, and its
         shapes unless `per_beam_grows`. In a beam search B = sentences x K while
         `per_sentence` keeps one row per sentence (rows b * K ... b * K + K - 1 of `ids`
-        are sentence b's beams; `decoding.model_search.DecoderState`).
+        are sentence b's beams; `decoding.model_driver.DecoderState`).
 
 and the properties `source_vocab_size`, `target_vocab_size`, `max_source_length`,
 `max_target_length` (largest sequence lengths, specials included; defaults read the
@@ -51,7 +51,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from transformer_tf.decoding.model_search import DecoderState
+from transformer_tf.decoding.model_driver import DecoderState
 
 __all__ = ["ATTENTION_KINDS", "DecoderState", "Seq2SeqModel", "check_ids"]
 

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from transformer_tf.config import PAD_ID, ConvS2SConfig
-from transformer_tf.decoding.model_search import DecoderState
+from transformer_tf.decoding.model_driver import DecoderState
 from transformer_tf.layers.glu_block import ConvGLUBlock, scaled_residual
 from transformer_tf.layers.gradient_scale import scale_gradient
 from transformer_tf.layers.masks import padding_mask

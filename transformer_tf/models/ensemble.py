@@ -6,7 +6,7 @@ and the ensemble's prediction is the mean of the members' log-probabilities:
     scores(y | prefix, x) = (1 / M) * sum_m log p_m(y | prefix, x),
     log p_m = log_softmax(logits_m) over the target vocabulary.
 
-The searches (`decoding.search`) apply a log-softmax to whatever a step returns, so the
+The searches (`decoding.beam_and_greedy`) apply a log-softmax to whatever a step returns, so the
 distribution they search is the renormalised geometric mean of the members'
 distributions, p(y) proportional to prod_m p_m(y)^(1/M) (forbidden tokens left out, as for
 one model). Greedy choices are the arg-max of the mean itself; an ensemble of one is its

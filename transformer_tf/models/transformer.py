@@ -5,7 +5,7 @@ import keras
 import tensorflow as tf
 
 from transformer_tf.config import PAD_ID, ModelConfig
-from transformer_tf.decoding.model_search import DecoderState
+from transformer_tf.decoding.model_driver import DecoderState
 from transformer_tf.layers.decoder_layer import DecoderLayer
 from transformer_tf.layers.encoder_layer import EncoderLayer
 from transformer_tf.layers.masks import attention_mask, padding_mask

@@ -28,6 +28,9 @@ PARSING_PAPER = Preset(
     decoding=PAPER_DECODING,
 )
 
+# The parsing job's preset when neither its command line nor a --config file names one.
+DEFAULT_PARSING_PRESET = "parsing_cpu"
+
 PARSING_PRESETS = {
     "parsing_paper": PARSING_PAPER,
     # The name does what it says: the paper's parser. Run directories trained under this

@@ -6,7 +6,7 @@ afresh. Its run_config.json records the origin under "init_from" (`InitSource.ge
 
     {"model_dir": the source run directory, "checkpoint": the checkpoint prefix,
      "step": the source's step at that checkpoint (null for an averaged one),
-     "checkpoint_sha256": sha256 over the checkpoint's files (`data.textio.sha256_of_files`)}
+     "checkpoint_sha256": sha256 over the checkpoint's files (`data.text_lines.sha256_of_files`)}
 
 The source run directory is needed (its run_config.json and tokenizer decide whether the
 new run may start from it): a checkpoint is found in MDIR/checkpoints/ or MDIR/averaged/.
@@ -20,7 +20,7 @@ import re
 
 import tensorflow as tf
 
-from transformer_tf.data.textio import sha256_of_files
+from transformer_tf.data.text_lines import sha256_of_files
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir import model_dir as model_dir_lib
 

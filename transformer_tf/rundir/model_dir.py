@@ -32,7 +32,7 @@ import pathlib
 import shutil
 
 from transformer_tf.config import DecodingConfig, TrainingConfig
-from transformer_tf.data.prepared import load_prepared
+from transformer_tf.data.prepared_reader import load_prepared
 from transformer_tf.models.registry import DEFAULT_FAMILY, config_class
 from transformer_tf.rundir.files import write_json_atomically, write_text_atomically
 

@@ -78,3 +78,14 @@ def is_chief(strategy) -> bool:
         return True
     return (resolver.task_type == "worker" and resolver.task_id == 0
             and "chief" not in cluster)
+
+
+def is_multi_worker(strategy) -> bool:
+    """True for a MultiWorkerMirroredStrategy actually running over several workers."""
+    extended = getattr(strategy, "extended", None)
+    in_multi_worker_mode = getattr(extended, "_in_multi_worker_mode", None)
+    return bool(
+        isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        and in_multi_worker_mode is not None
+        and in_multi_worker_mode()
+    )

@@ -32,9 +32,9 @@ import tensorflow as tf
 from transformer_tf.config import RECIPES, ConfigError, TrainingConfig
 from transformer_tf.data.bucketing import smallest_budget
 from transformer_tf.data.datasets import make_evaluation_dataset, make_training_dataset
-from transformer_tf.data.prepared import load_prepared
+from transformer_tf.data.prepared_reader import load_prepared
 from transformer_tf.data.transforms import DropCounter
-from transformer_tf.evaluation.textfiles import read_lines
+from transformer_tf.evaluation.hypothesis_files import read_lines
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
 from transformer_tf.presets import get_preset
 from transformer_tf.rundir import batch_budget, checkpoints, init_source
@@ -43,9 +43,12 @@ from transformer_tf.rundir.lock import hold_run
 from transformer_tf.training import callbacks as callbacks_lib
 from transformer_tf.training import recipe_plan
 from transformer_tf.training.accumulation import pack_micro_batches
-from transformer_tf.training.distribution import is_chief, make_strategy
+from transformer_tf.training.distribution import (
+    is_chief,
+    is_multi_worker,
+    make_strategy,
+)
 from transformer_tf.training.keep_best import EarlyStopping, KeepBest
-from transformer_tf.training.keras_workarounds import is_multi_worker
 from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau, mean_dev_nll
 from transformer_tf.training.precision import resolve_precision

@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from transformer_tf.training import keras_workarounds
+from transformer_tf.training import multi_worker_fit
 from transformer_tf.training.accumulation import real_token_count
 from transformer_tf.training.losses import token_loss_sums
 from transformer_tf.training.metrics import TokenAccuracy, TokenMean
@@ -38,7 +38,7 @@ def _global_sum(value):
     return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
-class Seq2SeqTrainer(keras_workarounds.MultiWorkerFitMixin, keras.Model):
+class Seq2SeqTrainer(multi_worker_fit.MultiWorkerFitMixin, keras.Model):
     """Trains `network` with the label-smoothed cross-entropy over real target tokens.
 
     Args:

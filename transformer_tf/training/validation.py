@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from transformer_tf.config import DecodingConfig
 from transformer_tf.data.source_text import encode_sources
-from transformer_tf.decoding.model_search import search_model
+from transformer_tf.decoding.model_driver import search_model
 from transformer_tf.evaluation import corpus_bleu
 from transformer_tf.training.attention_images import attention_heatmap_images
 

@@ -18,7 +18,7 @@ from transformer_tf.data.source_text import (
     encode_target_inputs,
     is_blank,
 )
-from transformer_tf.decoding.model_search import search_model
+from transformer_tf.decoding.model_driver import search_model
 from transformer_tf.models.contract import ATTENTION_KINDS
 from transformer_tf.visualization import words
 

@@ -1,5 +1,5 @@
 """Searching a sequence-to-sequence model: the glue between a model's decoding methods and
-the model-independent greedy and beam searches of `transformer_tf.decoding.search`.
+the model-independent greedy and beam searches of `transformer_tf.decoding.beam_and_greedy`.
 
 A model searched here provides (see `transformer_tf.models.contract.Seq2SeqModel`):
 
@@ -19,8 +19,11 @@ from typing import Any, NamedTuple, Sequence
 import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, DecodingConfig
-from transformer_tf.decoding.search import (
-    SearchResult, beam_search, check_n_best, greedy_search)
+from transformer_tf.decoding.beam_and_greedy import (
+    SearchResult,
+    beam_search,
+    greedy_search,
+)
 
 
 class DecoderState(NamedTuple):
@@ -71,7 +74,8 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
       decoding: beam size, alpha and max_extra_length (output length limit: source length
         + max_extra_length tokens, EOS included, and never more than the model's
         max_target_length).
-      n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
+      n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size (the caller's
+        to check: `DecodingConfig.check_n_best`).
       forbidden_ids: ids the search never emits (PAD and BOS always belong there).
       constraint: None, or what the outputs must obey (e.g.
         `decoding.constraints.BracketGrammar`), see `search_with_lengths`.
@@ -81,7 +85,6 @@ def search_model(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
       `SearchResult`: ids [batch, n_best, L], scores [batch, n_best], lengths, num_steps.
       The search never emits PAD, BOS or any of `forbidden_ids`.
     """
-    check_n_best(n_best, decoding.beam_size)
     source_ids = tf.cast(source_ids, tf.int32)
     max_lengths = tf.minimum(source_lengths(source_ids) + decoding.max_extra_length,
                              model.max_target_length)
@@ -116,7 +119,7 @@ def search_with_lengths(model, source_ids, *, beam_size: int, alpha: float, n_be
         [rows, V] with what is not allowed at -inf; e.g.
         `decoding.constraints.BracketGrammar`). Its state (tensors with a leading row
         dimension) rides in the beams' cache, so it is reordered with them.
-      stopping: the beam search's stopping rule (`decoding.search.STOPPING_RULES`).
+      stopping: the beam search's stopping rule (`decoding.beam_and_greedy.STOPPING_RULES`).
       encoded: `model.encode(source_ids)` when the caller has it (None: encoded here).
       length_penalty: the rule of the finished scores (`DecodingConfig.length_penalty`).
     """
@@ -301,20 +304,21 @@ def xla_chunk_search(model, decoding: DecodingConfig, n_best: int = 1,
     return compiled_search
 
 
-def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_size: int,
-                           n_best: int = 1, forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID),
+def search_model_by_length(model, source_ids, decoding: DecodingConfig, n_best: int = 1,
+                           forbidden_ids: Sequence[int] = (PAD_ID, BOS_ID),
                            jit_compile=False, constraint=None,
                            encode_rows: int = ENCODE_ROWS) -> SearchResult:
     """`search_model` on the batch sorted by source length and cut into chunks of
-    `chunk_size` rows, searched one after the other; results in the caller's row order.
+    `decoding.chunk_size` rows, searched one after the other; results in the caller's row
+    order.
 
     A search runs every row of its batch until the batch's last sentence ends, and pads
     every source to the batch's longest: in a batch of mixed lengths most of that work is
     wasted. Chunks of similar lengths stop early and pad little. Rows are independent, so
     the ids are those of `search_model` (scores up to float rounding of other batch shapes).
 
-    A chunk has `chunk_size` rows, or for a smaller batch the power of two that holds it;
-    the last chunk is filled with lone-EOS rows. With `jit_compile`, each chunk's search
+    A chunk has `decoding.chunk_size` rows, or for a smaller batch the power of two that
+    holds it; the last chunk is filled with lone-EOS rows. With `jit_compile`, each chunk's search
     is compiled by XLA. Its shapes come from a small fixed set, so each is compiled once:
     those chunk sizes, the source padded up to a multiple of XLA_LENGTH_BUCKET positions
     (at most the model's), outputs of that + max_extra_length positions (at most the
@@ -322,8 +326,7 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
 
     Args:
       model, source_ids, decoding, n_best, forbidden_ids, constraint: as in
-        `search_model`.
-      chunk_size: rows per chunk (a Python int >= 1).
+        `search_model`; decoding.chunk_size >= 1 is the rows per chunk.
       jit_compile: compile each chunk's search with XLA (see above): True, or the
         function `xla_chunk_search` returns for the same settings, to share its
         compilations with other calls.
@@ -334,8 +337,9 @@ def search_model_by_length(model, source_ids, decoding: DecodingConfig, chunk_si
       `SearchResult` as `search_model`'s; ids are padded to the longest output length any
       row of the whole batch may reach; num_steps is the sum over the chunks.
     """
+    chunk_size = decoding.chunk_size
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        raise ValueError(f"a search by length needs decoding.chunk_size >= 1, got {chunk_size}")
     source_ids = tf.cast(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
     # Small batches get small chunks: the power of two that holds them, up to chunk_size.

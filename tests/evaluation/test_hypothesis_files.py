@@ -3,7 +3,7 @@ import gzip
 
 import pytest
 
-from transformer_tf.data import textio
+from transformer_tf.data import text_lines
 from transformer_tf.evaluation import (
     EvaluationInputError,
     LineCountMismatchError,
@@ -55,7 +55,7 @@ def test_line_counts_must_match(tmp_path):
     assert f"hypothesis file {hyp} has 2 lines but reference file {ref} has 1 lines" \
         in str(info.value)
     # One class for corpora and evaluation, with the corpus error's fields.
-    assert LineCountMismatchError is textio.LineCountMismatchError
+    assert LineCountMismatchError is text_lines.LineCountMismatchError
     assert (info.value.source_path, info.value.source_lines) == (str(hyp), 2)
     assert (info.value.target_path, info.value.target_lines) == (str(ref), 1)
     ref.write_text("x\ny\n")

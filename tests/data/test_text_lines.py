@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.data.corpora import ParallelFiles
-from transformer_tf.data.textio import (
+from transformer_tf.data.text_lines import (
     CorpusError,
     InvalidUtf8Error,
     LineCountMismatchError,

@@ -148,13 +148,6 @@ class _BeamState(NamedTuple):
     results: _Finished  # [B, ...]: sentences that left the batch (compacting search)
 
 
-def check_n_best(n_best, beam_size: int) -> None:
-    """The one rule for how many hypotheses a search may return: 1 <= n_best <= beam_size
-    (greedy search, beam_size 1, returns one). Raises ValueError otherwise."""
-    if not isinstance(n_best, (int, np.integer)) or not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best must be an integer in [1, beam_size={beam_size}], got {n_best!r}")
-
-
 def length_penalty(lengths, alpha, rule: str = "gnmt") -> tf.Tensor:
     """The divisor lp(lengths) of a finished hypothesis's log P, float32, shape of
     `lengths`: ((5 + lengths) / 6) ** alpha for rule "gnmt", lengths for "average"
@@ -347,7 +340,8 @@ def beam_search(
       alpha: length-penalty exponent >= 0 (float or float32 scalar tensor); 0 ranks by
         log P alone.
       eos_id, bos_id, pad_id: special ids.
-      n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
+      n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size (the caller's
+        to check: `DecodingConfig.check_n_best`).
       max_decode_length: static size L of the outputs (the length the cache was built for).
         None: the static maximum of `max_lengths` when known, else its dynamic maximum
         (under XLA a value-dependent shape: it compiles, but once per distinct value).
@@ -370,7 +364,6 @@ def beam_search(
     """
     if not isinstance(beam_size, (int, np.integer)) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
-    check_n_best(n_best, beam_size)
     if stopping not in STOPPING_RULES:
         raise ValueError(f"stopping must be one of {STOPPING_RULES}, got {stopping!r}")
     if length_penalty_rule not in LENGTH_PENALTIES:

@@ -13,22 +13,14 @@ tensorflow 2.21). Two reductions in Keras' TF trainer fail across workers:
    fails for scalars; logs of shape [1] reduce fine (to the same scalar).
 
 Both are fixed here, from our own keras.Model subclass, without patching Keras. Remove
-this module when the upstream issue is fixed.
+this module when the upstream issue is fixed (`distribution.is_multi_worker`, which says
+when the second applies, stays).
 """
 from __future__ import annotations
 
 import tensorflow as tf
 
-
-def is_multi_worker(strategy) -> bool:
-    """True for a MultiWorkerMirroredStrategy actually running over several workers."""
-    extended = getattr(strategy, "extended", None)
-    in_multi_worker_mode = getattr(extended, "_in_multi_worker_mode", None)
-    return bool(
-        isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        and in_multi_worker_mode is not None
-        and in_multi_worker_mode()
-    )
+from transformer_tf.training.distribution import is_multi_worker
 
 
 class MultiWorkerFitMixin:

@@ -26,8 +26,9 @@ import pytest
 import tensorflow as tf
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
-from transformer_tf.decoding import search
-from transformer_tf.decoding.search import beam_search, greedy_search, length_penalty, tile_beams
+from transformer_tf.decoding import beam_and_greedy
+from transformer_tf.decoding.beam_and_greedy import (
+    beam_search, greedy_search, length_penalty, tile_beams)
 
 TABLE_SIZE = 1009
 
@@ -475,7 +476,7 @@ def test_a_missing_cache_reorder_is_caught(monkeypatch):
     vocab, max_lengths, seeds = 5, [3, 3], [21, 22]
     model = ToyModel(vocab_size=vocab, max_decode_length=3, seed=9)
     beam = required_beam(vocab, 3)
-    monkeypatch.setattr(search, "_reorder_cache", lambda cache, indices: cache)
+    monkeypatch.setattr(beam_and_greedy, "_reorder_cache", lambda cache, indices: cache)
     result = run_beam(model, seeds, max_lengths, beam, n_best=3)
     expected = brute_force(model, seeds[0], 0.0, 3, 0.6)
     with pytest.raises(AssertionError):

@@ -4,10 +4,10 @@ A file of N segments has N lines; the final newline is optional ("a\\nb" and "a\
 hold 2 segments), a trailing "\\r" (Windows line ends) is dropped, and a UTF-8 byte-order mark
 at the start is ignored. Only "\\n" separates lines (not the other Unicode line breaks that
 `str.splitlines` honours, which may occur inside a sentence). Files ending in ".gz" are
-decompressed. (The same reader as for corpora, `data.textio.iter_lines`.)
+decompressed. (The same reader as for corpora, `data.text_lines.iter_lines`.)
 
 Errors: `EvaluationInputError` for a file that cannot be read or scored;
-`LineCountMismatchError` (the corpus reader's class, `data.textio`, re-exported here) when
+`LineCountMismatchError` (the corpus reader's class, `data.text_lines`, re-exported here) when
 hypotheses and references differ in length.
 """
 from __future__ import annotations
@@ -15,7 +15,11 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from transformer_tf.data.textio import CorpusError, LineCountMismatchError, iter_lines
+from transformer_tf.data.text_lines import (
+    CorpusError,
+    LineCountMismatchError,
+    iter_lines,
+)
 
 __all__ = [
     "EvaluationInputError",
@@ -32,7 +36,7 @@ class EvaluationInputError(ValueError):
 def read_lines(path: str | os.PathLike) -> list[str]:
     """The lines of a UTF-8 text file, without their line ends (a leading BOM dropped).
 
-    Reads with the corpus reader `transformer_tf.data.textio.iter_lines`, so segment files
+    Reads with the corpus reader `transformer_tf.data.text_lines.iter_lines`, so segment files
     and corpora follow the same rules and report errors the same way.
 
     Raises:

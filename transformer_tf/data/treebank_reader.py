@@ -31,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Iterator, Union
 
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.text_lines import CorpusError
 
 ROOT_LABEL = "TOP"
 NONE_TAG = "-NONE-"

@@ -13,7 +13,7 @@
 6. writes `prepared.json`. The numbers dropped are logged and recorded there.
 
 The directory's layout and `prepared.json` are described (and read) in
-`transformer_tf.data.prepared`.
+`transformer_tf.data.prepared_reader`.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data import multi30k, wmt
 from transformer_tf.data.corpora import SPLITS, ParallelCorpus, ParallelFiles, text_file_corpus
 from transformer_tf.data.length_filter import SPECIAL_TOKENS_PER_SIDE, drop_reasons
-from transformer_tf.data.prepared import (
+from transformer_tf.data.prepared_reader import (
     BPE_FILE,
     FORMAT_VERSION,
     METADATA_FILE,
@@ -38,7 +38,7 @@ from transformer_tf.data.prepared import (
     PreparedData,
     load_prepared,
 )
-from transformer_tf.data.textio import (
+from transformer_tf.data.text_lines import (
     CorpusError,
     iter_lines,
     iter_parallel_lines,

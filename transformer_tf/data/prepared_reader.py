@@ -1,6 +1,6 @@
 """The prepared data directory on disk: its layout, `prepared.json`, and the reader.
 
-`transformer_tf.data.prepare` writes such a directory; `load_prepared` reads it back as a
+`transformer_tf.data.prepared_writer` writes such a directory; `load_prepared` reads it back as a
 `PreparedData`.
 
 Layout of a prepared directory (all paths in the JSON are relative to it):
@@ -32,7 +32,7 @@ Layout of a prepared directory (all paths in the JSON are relative to it):
       "inputs": {"train": {"source": "/abs/train.en.gz", "target": "..."}, ...}
     }
 
-A treebank prepared for parsing (`transformer_tf.data.treebank_data`) has the same layout
+A treebank prepared for parsing (`transformer_tf.data.treebank_to_prepared`) has the same layout
 with target language "tree" (linearised trees), plus `{split}.gold` (the gold trees) and a
 "treebank" entry in `prepared.json` (split rule, files, labels, gold file names).
 
@@ -50,7 +50,7 @@ from typing import Any
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import ParallelFiles
-from transformer_tf.data.textio import CorpusError
+from transformer_tf.data.text_lines import CorpusError
 
 FORMAT_VERSION = 1
 METADATA_FILE = "prepared.json"

@@ -9,9 +9,10 @@ from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data import bpe
 from transformer_tf.data.bpe import BpeOptions
 from transformer_tf.data.corpora import text_file_corpus
-from transformer_tf.data.prepare import prepare_corpus
-from transformer_tf.data.prepared import load_prepared
-from transformer_tf.data.textio import CorpusError, InvalidUtf8Error, LineCountMismatchError, iter_lines
+from transformer_tf.data.prepared_reader import load_prepared
+from transformer_tf.data.prepared_writer import prepare_corpus
+from transformer_tf.data.text_lines import (
+    CorpusError, InvalidUtf8Error, LineCountMismatchError, iter_lines)
 
 
 
@@ -49,7 +50,7 @@ def test_prepare_drops_and_counts_empty_and_over_long_pairs(tmp_path, caplog):
     (tmp_path / "train.en").write_text("\n".join(source) + "\n")
     (tmp_path / "train.de").write_text("\n".join(target) + "\n")
     corpus = text_file_corpus("en", "de", (tmp_path / "train.en", tmp_path / "train.de"))
-    with caplog.at_level(logging.WARNING, logger="transformer_tf.data.prepare"):
+    with caplog.at_level(logging.WARNING, logger="transformer_tf.data.prepared_writer"):
         data = prepare_corpus(corpus, tmp_path / "out", BpeOptions(vocab_size=300), max_length=20)
     assert data.metadata["filtering"] == {"max_length": 20, "dropped_empty": 60,
                                           "dropped_too_long": 20}

@@ -2,9 +2,9 @@
 linearised trees as the target.
 
 `prepare_treebank(treebank_dir, out_dir)` reads every `.mrg` file under `treebank_dir`,
-splits them by file (`treebank.split_files`: the standard sections of a full treebank, or
-the documented split of the sample), cleans the trees (`treebank.clean_tree`), and writes a
-prepared directory (`transformer_tf.data.prepared`) through `prepare.prepare_corpus`:
+splits them by file (`treebank_reader.split_files`: the standard sections of a full treebank, or
+the documented split of the sample), cleans the trees (`treebank_reader.clean_tree`), and writes a
+prepared directory (`transformer_tf.data.prepared_reader`) through `prepared_writer.prepare_corpus`:
 
   {split}.en     the words of each sentence, separated by single spaces
   {split}.tree   its linearisation (`linearise.linearise`, leaves "slot" or "words")
@@ -28,9 +28,9 @@ from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import text_file_corpus
 from transformer_tf.data.linearise import (
     DEFAULT_LEAVES, WORD_SLOT, constituent_labels, linearise, tree_symbols)
-from transformer_tf.data.prepare import prepare_corpus
-from transformer_tf.data.prepared import BPE_FILE, METADATA_FILE, PreparedData, load_prepared
-from transformer_tf.data.treebank import (
+from transformer_tf.data.prepared_reader import BPE_FILE, METADATA_FILE, PreparedData, load_prepared
+from transformer_tf.data.prepared_writer import prepare_corpus
+from transformer_tf.data.treebank_reader import (
     TreebankError, clean_tree, find_mrg_files, read_mrg_file, split_files)
 
 logger = logging.getLogger(__name__)
