@@ -25,6 +25,9 @@ ALLOWED_TWICE = {
     # (a maintenance script of this checkout, not a command): the results/ directory it
     # renders the documents' tables from.
     "--results": {"flags.py", "render_results.py"},
+    # variations.py: comma-separated groups of Table 3 rows (A,B,...); parse_ablation.py:
+    # the ablation's row keys, space-separated.
+    "--rows": {"variations.py", "parse_ablation.py"},
 }
 
 

@@ -19,8 +19,13 @@ import sys
 
 from transformer_tf.cli.arguments import add_version_flag, non_negative_int
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_flag, add_search_flags, search_settings
-from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS, SERVING_PRECISIONS
+from transformer_tf.cli.flags import (
+    add_export_precision_flags,
+    add_flag,
+    add_search_flags,
+    search_settings,
+)
+from transformer_tf.config import DEFAULT_MAX_BATCH_ROWS
 from transformer_tf.runtime import console
 
 
@@ -61,15 +66,7 @@ def main(argv=None):
                         help="export the ids-in, ids-out variant without the tokenizer, for "
                              "servers without tensorflow-text ops (clients tokenize with "
                              "OUT/assets.extra/bpe.model)")
-    parser.add_argument("--precision", choices=tuple(SERVING_PRECISIONS), default="float32",
-                        help="the signatures' arithmetic: bfloat16 multiplies in bfloat16 "
-                             "(weights stored so) with softmax, layer norm and scores in "
-                             "float32; for GPUs and CPUs with AVX512-BF16 or AMX-BF16, "
-                             "refused elsewhere unless --force-precision (default "
-                             "%(default)s)")
-    parser.add_argument("--force-precision", action="store_true",
-                        help="export --precision bfloat16 on a machine without native "
-                             "bfloat16 (for another machine, or to test it)")
+    add_export_precision_flags(parser)
     parser.add_argument("--no-warmup", dest="warmup", action="store_false",
                         help="write no TF Serving warm-up requests (OUT/assets.extra/"
                              "tf_serving_warmup_requests: 2 requests, or with --xla one per "

@@ -26,7 +26,12 @@ import logging
 
 from transformer_tf.cli.arguments import add_version_flag
 from transformer_tf.cli.errors import run_command
-from transformer_tf.cli.flags import add_flag, add_search_flags, search_settings
+from transformer_tf.cli.flags import (
+    add_export_precision_flags,
+    add_flag,
+    add_search_flags,
+    search_settings,
+)
 from transformer_tf.runtime import console
 
 
@@ -42,7 +47,7 @@ def main(argv=None):
                         choices=["int8", "int8_float32", "int16", "bfloat16", "int8_bfloat16"],
                         help="store the weights in this type (default: float32, exact); "
                              "the arithmetic is the loader's compute_type")
-    parser.add_argument("--precision", help=argparse.SUPPRESS)  # refused below, with the way
+    add_export_precision_flags(parser, refused=True)
     add_flag(parser, "overwrite", help="replace an existing version (only a CTranslate2 model)")
     console.add_verbose_flag(parser)
     add_version_flag(parser)

@@ -19,6 +19,7 @@ from transformer_tf.config import (
     GRAMMARS,
     PRECISIONS,
     RECIPES,
+    SERVING_PRECISIONS,
     STOPPING_RULES,
     ConfigError,
     DecodingConfig,
@@ -33,17 +34,21 @@ SEARCH_FLAG_FIELDS = ("beam_size", "alpha", "max_extra_length", "stopping", "gra
 
 
 def add_search_flags(parser: argparse.ArgumentParser, defaults: str, *,
-                     length: bool = False, stopping: bool = False, purpose: str = "") -> None:
-    """--beam-size and --alpha (and --max-extra-length, --stopping when asked), each None
-    unless given: `defaults` ("the model's", "the run's", ...) fills them in."""
+                     length: bool = False, stopping: bool = False, alpha: bool = True,
+                     purpose: str = "") -> None:
+    """--beam-size and --alpha (and --max-extra-length, --stopping when asked; no --alpha
+    when `alpha` is False), each None unless given: `defaults` ("the model's", "the
+    run's", ...) fills them in."""
     where = f"{purpose}; " if purpose else ""
     parser.add_argument("--beam-size", type=positive_int, metavar="N",
                         help=f"{where}hypotheses kept per sentence, 1 is greedy (default: "
                              f"{defaults}; the paper's {_PAPER.beam_size})")
-    parser.add_argument("--alpha", type=non_negative_float, metavar="A",
-                        help=f"{where}length penalty exponent, scores divided by "
-                             f"((5 + length) / 6) ** A (default: {defaults}; the paper's "
-                             f"{_PAPER.alpha})")
+    if alpha:
+        parser.add_argument("--alpha", type=non_negative_float, metavar="A",
+                            help=f"{where}length penalty exponent, scores divided by "
+                                 f"((5 + length) / 6) ** A; unused where hypotheses are "
+                                 f"ranked by log-probability per token (ConvS2S) "
+                                 f"(default: {defaults}; the paper's {_PAPER.alpha})")
     if length:
         parser.add_argument("--max-extra-length", type=non_negative_int, metavar="N",
                             help=f"outputs end at input length + N pieces (default: "
@@ -79,6 +84,24 @@ def add_precision_flag(parser: argparse.ArgumentParser) -> None:
                              "compute capability 8.0, mixed_float16 from 7.0; on CPUs "
                              "mixed_bfloat16 with native bfloat16 (AVX512-BF16/AMX); float32 "
                              "elsewhere); mixed_float16 adds dynamic loss scaling")
+
+
+def add_export_precision_flags(parser: argparse.ArgumentParser, refused: bool = False) -> None:
+    """An export's --precision (the arithmetic of the exported signatures) and
+    --force-precision; with `refused`, only a hidden --precision, which the command
+    refuses with the way to what the user wanted."""
+    if refused:
+        parser.add_argument("--precision", help=argparse.SUPPRESS)
+        return
+    parser.add_argument("--precision", choices=tuple(SERVING_PRECISIONS), default="float32",
+                        help="the signatures' arithmetic: bfloat16 multiplies in bfloat16 "
+                             "(weights stored so) with softmax, layer norm and scores in "
+                             "float32; for GPUs and CPUs with AVX512-BF16 or AMX-BF16, "
+                             "refused elsewhere unless --force-precision (default "
+                             "%(default)s)")
+    parser.add_argument("--force-precision", action="store_true",
+                        help="export --precision bfloat16 on a machine without native "
+                             "bfloat16 (for another machine, or to test it)")
 
 
 def add_recipe_flag(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +159,8 @@ SHARED = {
     "target_file": SharedFlag("--tgt", {"metavar": "FILE"}),
     "vocab_size": SharedFlag("--vocab-size", {"type": positive_int}),
     "subword": SharedFlag("--subword", {"choices": ("bpe", "wordpiece")}),
+    "treebank": SharedFlag("--treebank", {}, "directory of .mrg files (default "
+                                             "$TRANSFORMER_TF_DATA/ptb_wsj_sample)"),
     # What a command writes.
     "out": SharedFlag("--out", {}),
     "work_dir": SharedFlag("--work-dir", {}),

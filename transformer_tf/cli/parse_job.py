@@ -46,8 +46,7 @@ from transformer_tf.runtime.cpu import prefer_onednn_for_training
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--treebank", help="directory of .mrg files (default "
-                                           "$TRANSFORMER_TF_DATA/ptb_wsj_sample)")
+    add_flag(parser, "treebank")
     add_flag(parser, "work_dir", default="runs/ptb_parsing",
              help="where data/, model/, trees and summary.json go (default runs/ptb_parsing)")
     add_flag(parser, "preset",
