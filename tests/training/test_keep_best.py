@@ -163,7 +163,10 @@ def _options(data, model_dir, **changes):
     return TrainOptions(**{
         "data_dir": str(data.directory), "model_dir": str(model_dir), "preset": "tiny",
         "model_overrides": {"num_layers": 1}, "eval_every": 2, "validation_sentences": 4,
-        "verbose": 0, "training_overrides": {"keep_checkpoints": 1}, **changes})
+        "verbose": 0,
+        # Training checkpoints only when an invocation ends, however slow the machine.
+        "training_overrides": {"keep_checkpoints": 1, "checkpoint_every_minutes": 1e6},
+        **changes})
 
 
 def _strategy() -> str:
