@@ -146,8 +146,11 @@ def test_prepared_directory_and_saved_model_tokenize_with_word_pieces(
         vocab_size=prepared.vocab_size, d_model=16, num_heads=2, d_ff=32, num_layers=1,
         max_position=32))
     model.build()
+    # chunk_size 0: one search per request, the smallest graph to trace (the pieces are
+    # what is tested here; chunks search any tokenizer's ids alike).
     translator = Translator(model, prepared.tokenizer,
-                            DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=5))
+                            DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=5,
+                                           chunk_size=0))
     sentences = tf.constant(["A dog runs.", "", "Two men sit on a bench."])
     expected = translator.translate(sentences)["translation"].numpy().tolist()
     exported = export_saved_model(translator, tmp_path / "sm" / "1")

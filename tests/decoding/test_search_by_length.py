@@ -41,13 +41,23 @@ def _transformer(max_position=64, source_cursor=False):
     return model
 
 
+def _traced(search):
+    """`search` (ids -> SearchResult) as one tf.function for any batch and length: traced
+    once, where an eager call runs every step of its loops op by op in Python (about three
+    times slower). Served searches always run traced; the eager path keeps one witness
+    (test_each_row_gets_what_it_gets_alone with chunks of 4, greedy)."""
+    return tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+
+
 @functools.lru_cache(maxsize=None)  # the reference is shared by the tests that need it
 def _row_by_row(model, seed, decoding, n_best):
-    """Each row of _sources(seed) searched alone (the independent expectation)."""
+    """Each row of _sources(seed) searched alone (the independent expectation), by one
+    traced plain search (no chunks, no lanes) called once per row."""
+    alone_search = _traced(lambda ids: search_model(model, ids, decoding, n_best=n_best))
     rows = []
     for row in _sources(seed):
         alone = row[:max(int((row != PAD_ID).sum()), 1)][None]
-        rows.append(search_model(model, alone, decoding, n_best=n_best))
+        rows.append(alone_search(tf.constant(alone)))
     return rows
 
 
@@ -71,9 +81,12 @@ def test_each_row_gets_what_it_gets_alone(beam_size, n_best, chunk_size, stoppin
     sources = _sources()
     decoding = DecodingConfig(beam_size=beam_size, alpha=0.6, max_extra_length=6,
                               stopping=stopping)
-    result = search_model_by_length(model, tf.constant(sources),
-                                    decoding.replace(chunk_size=chunk_size), n_best=n_best,
-                                    encode_rows=4)
+    def search(ids):
+        return search_model_by_length(model, ids, decoding.replace(chunk_size=chunk_size),
+                                      n_best=n_best, encode_rows=4)
+
+    eager = (beam_size, chunk_size) == (1, 4)  # the witness that eager calls work too
+    result = (search if eager else _traced(search))(tf.constant(sources))
     assert result.ids.shape[:2] == (len(LENGTHS), n_best)
     assert result.ids.shape[2] == max(LENGTHS) + 6  # the longest any row may reach
     _assert_same_as_alone(result, _row_by_row(model, 0, decoding, n_best))
@@ -109,7 +122,7 @@ def test_chunks_in_a_tf_function_with_unknown_batch_and_length():
                                            encode_rows=2),
         input_signature=[tf.TensorSpec([None, None], tf.int32)])
     sources = _sources(seed=3)
-    whole = search_model(model, tf.constant(sources), decoding)
+    whole = _traced(lambda ids: search_model(model, ids, decoding))(tf.constant(sources))
     chunked = search(tf.constant(sources))
     np.testing.assert_array_equal(chunked.ids, whole.ids)
     np.testing.assert_allclose(chunked.scores, whole.scores, rtol=1e-5, atol=1e-5)
@@ -129,9 +142,9 @@ def test_a_second_family_is_chunked_the_same_way(chunk_size, encode_rows):
     model.build()
     sources = _sources(seed=1)
     decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=5)
-    result = search_model_by_length(model, tf.constant(sources),
-                                    decoding.replace(chunk_size=chunk_size),
-                                    encode_rows=encode_rows)
+    result = _traced(lambda ids: search_model_by_length(
+        model, ids, decoding.replace(chunk_size=chunk_size), encode_rows=encode_rows))(
+            tf.constant(sources))
     _assert_same_as_alone(result, _row_by_row(model, 1, decoding, 1))
 
 
@@ -154,7 +167,7 @@ def test_lanes_give_each_row_what_it_gets_alone(lanes, chunk_size, beam_size, n_
                                           n_best=n_best)
         return search_model(model, ids, decoding, n_best=n_best)
 
-    result = search_in_lanes(search, tf.constant(_sources()), lanes)
+    result = _traced(lambda ids: search_in_lanes(search, ids, lanes))(tf.constant(_sources()))
     assert result.ids.shape[:2] == (len(LENGTHS), n_best)
     _assert_same_as_alone(result, _row_by_row(model, 0, decoding, n_best))
 
@@ -169,11 +182,11 @@ def test_lanes_in_a_tf_function_take_any_batch():
     search = tf.function(lambda ids: search_in_lanes(one_search, ids, 3),
                          input_signature=[tf.TensorSpec([None, None], tf.int32)])
     sources = _sources(seed=3)
+    plain = _traced(lambda ids: search_model(model, ids, decoding))
     np.testing.assert_array_equal(search(tf.constant(sources)).ids,
-                                  search_model(model, tf.constant(sources), decoding).ids)
+                                  plain(tf.constant(sources)).ids)
     two = search(tf.constant(sources[:2]))
-    np.testing.assert_array_equal(two.ids,
-                                  search_model(model, tf.constant(sources[:2]), decoding).ids)
+    np.testing.assert_array_equal(two.ids, plain(tf.constant(sources[:2])).ids)
     # Each lane runs at least its first step: 2 rows and a filler row, 3 lanes.
     assert two.num_steps.numpy() >= 3
     empty = search(tf.zeros([0, 3], tf.int32))
@@ -199,10 +212,13 @@ def _tiny_tokenizer():
     return make_tokenizer(train_bpe(corpus, BpeOptions(vocab_size=300)))
 
 
-@pytest.mark.parametrize("xla,lanes", [(False, 1), (True, 1), (False, 2), (True, 2)])
+# Plain chunks, and XLA-compiled chunks in two lanes (XLA alone and lanes alone are each
+# checked against the plain search above; each export traces every signature, so the
+# two other combinations would cost as much again).
+@pytest.mark.parametrize("xla,lanes", [(False, 1), (True, 2)])
 def test_a_translator_with_chunks_serves_the_same_text(tmp_path, xla, lanes):
-    """Text in, text out: the exported signature with chunk_size 3 (XLA-compiled or not,
-    in one lane or two) answers a batch of mixed lengths (blank and over-long rows
+    """Text in, text out: the exported signature with chunk_size 3 (XLA-compiled in two
+    lanes, or neither) answers a batch of mixed lengths (blank and over-long rows
     included) as the plain search does."""
     from transformer_tf.export.saved_model import export_saved_model
     from transformer_tf.inference.translator import Translator
