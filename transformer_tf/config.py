@@ -529,7 +529,8 @@ class DecodingConfig(_Serialisable):
         """The one rule for how many hypotheses a search returns: 1 <= n_best <= beam_size
         (greedy search, beam_size 1, returns one). Raises ConfigError naming n_best. Whoever
         builds the settings a search runs with checks it (`cli.flags.search_settings`);
-        the search itself trusts it."""
+        `decoding.beam_and_greedy.beam_search` refuses a wrong one too, for library
+        callers."""
         _check(isinstance(n_best, int) and not isinstance(n_best, bool)
                and 1 <= n_best <= self.beam_size, "n_best",
                f"expected an integer in [1, beam_size={self.beam_size}], got {n_best!r}")

@@ -21,6 +21,7 @@ import time
 import pytest
 
 from transformer_tf.export.saved_model import export_model_dir
+from transformer_tf.inference.loading import source_decoding
 from transformer_tf.training.fit import TrainOptions, train
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -46,7 +47,8 @@ def work(tiny_multi30k, tmp_path_factory, gc_frozen):
                            eval_every=STEPS, validation_sentences=0, verbose=0,
                            training_overrides=TRAINING))
         export_model_dir(work / "model", work.parent / "saved_models" / work.name / "1",
-                         beam_size=2)  # an earlier version the jobs must not lose
+                         decoding=source_decoding(model_dir=work / "model").replace(
+                             beam_size=2))  # an earlier version the jobs must not lose
     return work
 
 
