@@ -11,7 +11,6 @@ import textwrap
 
 import pytest
 
-from transformer_tf.export import versions
 from transformer_tf.export.versions import (
     CTRANSLATE2, SAVED_MODEL, OutDirError, check_out_dir, next_free_version,
     recover_interrupted, write_version)
