@@ -16,13 +16,12 @@ A smoke test of the whole path (minutes):
 """
 import argparse
 import logging
-import shlex
 import sys
 
 import common
 import model_flops
 
-from transformer_tf.cli.arguments import positive_float, positive_int
+from transformer_tf.cli.arguments import command_as_run, positive_float, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
@@ -70,8 +69,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     common.set_thread_env()
     prefer_onednn_for_training()
-    command = " ".join(["python bench/table2_study.py",
-                        *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    command = command_as_run("python bench/table2_study.py", argv)
     with console.session(args.verbose):
         return run_command(_run, args, command, verbose=args.verbose)
 

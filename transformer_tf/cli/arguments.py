@@ -4,6 +4,8 @@ ends the command at parse time with argparse's usage line and `error: argument -
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 
 
 def positive_int(text: str) -> int:
@@ -89,3 +91,10 @@ class _VersionAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         print(version_line(parser.prog))  # on stdout, as argparse's own action does
         parser.exit()
+
+
+def command_as_run(program: str, argv=None) -> str:
+    """The command line a results file records: `program` (e.g. "python
+    scripts/recipe_study.py") and the arguments (`argv`, else the process's own), each
+    quoted for a POSIX shell so the line can be pasted back."""
+    return " ".join([program, *map(shlex.quote, sys.argv[1:] if argv is None else argv)])

@@ -23,11 +23,10 @@ A smoke run of the whole path (minutes):
 import argparse
 import logging
 import os
-import shlex
 import sys
 from pathlib import Path
 
-from transformer_tf.cli.arguments import add_version_flag
+from transformer_tf.cli.arguments import add_version_flag, command_as_run
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import (
     add_flag,
@@ -71,8 +70,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()
-    command = " ".join(["python scripts/parse_ablation.py",
-                        *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    command = command_as_run("python scripts/parse_ablation.py", argv)
     with console.session(args.verbose):
         return run_command(_run, parser, args, command, verbose=args.verbose)
 

@@ -15,10 +15,9 @@ Needs matplotlib for the figure: pip install -e '.[viz]'.
 """
 import argparse
 import logging
-import shlex
 import sys
 
-from transformer_tf.cli.arguments import add_version_flag
+from transformer_tf.cli.arguments import add_version_flag, command_as_run
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_flag
 from transformer_tf.data.corpora import SPLITS
@@ -49,8 +48,7 @@ def main(argv=None) -> int:
     if args.baseline_only and args.figure_dir:
         parser.error("--figure-dir needs a model")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    command = " ".join(["python scripts/pronoun_heads.py",
-                        *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    command = command_as_run("python scripts/pronoun_heads.py", argv)
     with console.session(args.verbose):
         return run_command(_run, args, command, verbose=args.verbose)
 

@@ -15,10 +15,9 @@ A smoke test of the whole path (minutes):
 """
 import argparse
 import logging
-import shlex
-import sys
 
 from transformer_tf.cli.arguments import (
+    command_as_run,
     add_version_flag,
     non_negative_int,
     positive_int,
@@ -55,8 +54,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     prefer_onednn_for_training()
-    command = " ".join(["python scripts/recipe_study.py", *map(shlex.quote, sys.argv[1:]
-                                                               if argv is None else argv)])
+    command = command_as_run("python scripts/recipe_study.py", argv)
     with console.session(args.verbose):
         return run_command(_run, args, command, verbose=args.verbose)
 

@@ -22,10 +22,9 @@ warm-up); a study directory remembers its settings and refuses to resume with ot
 """
 import argparse
 import logging
-import shlex
 import sys
 
-from transformer_tf.cli.arguments import add_version_flag
+from transformer_tf.cli.arguments import add_version_flag, command_as_run
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_flag, add_precision_flag, add_quiet_flag
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
@@ -74,8 +73,7 @@ def main(argv=None):
     if not args.count_only:
         prefer_onednn_for_training()
     with console.session(args.verbose):
-        command = " ".join(["transformer-tf-variations",
-                            *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+        command = command_as_run("transformer-tf-variations", argv)
         return run_command(_run, parser, args, groups, command, verbose=args.verbose)
 
 
