@@ -12,7 +12,8 @@ import tensorflow as tf
 logger = logging.getLogger(__name__)
 
 
-def _current_step(model) -> int:
+def current_step(model) -> int:
+    """The optimizer steps (updates) `model` has taken, read from its variable."""
     return int(model.optimizer.iterations.numpy())
 
 
@@ -50,7 +51,7 @@ class TrainingMonitor(keras.callbacks.Callback):
             self._validation_writer = tf.summary.create_file_writer(
                 str(self.logdir / "validation"))
         self._window_start = time.perf_counter()
-        self._window_first_step = _current_step(self.model)
+        self._window_first_step = current_step(self.model)
 
     def on_epoch_begin(self, epoch, logs=None):
         # Keras resets the metrics when an "epoch" (eval_every steps) begins; the window
@@ -59,7 +60,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         # validation time is not counted as training time.
         self._reset_pending = False
         self._window_start = time.perf_counter()
-        self._window_first_step = _current_step(self.model)
+        self._window_first_step = current_step(self.model)
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._reset_pending:  # a new window begins
@@ -68,7 +69,7 @@ class TrainingMonitor(keras.callbacks.Callback):
             self._window_start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
-        step = _current_step(self.model)
+        step = current_step(self.model)
         # Never a write for a window without steps (loss scaling may skip an update).
         if step % self.log_every != 0 or step == self._window_first_step or not logs:
             return
@@ -91,7 +92,7 @@ class TrainingMonitor(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         validation = {k[4:]: float(v) for k, v in (logs or {}).items() if k.startswith("val_")}
         if validation and self._validation_writer is not None:
-            with self._validation_writer.as_default(step=_current_step(self.model)):
+            with self._validation_writer.as_default(step=current_step(self.model)):
                 for name, value in validation.items():
                     if name != "target_tokens":
                         tf.summary.scalar(name, value)
@@ -103,7 +104,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         [count, height, width, channels]) at the current step."""
         if self._validation_writer is None:
             return
-        with self._validation_writer.as_default(step=_current_step(self.model)):
+        with self._validation_writer.as_default(step=current_step(self.model)):
             for name, value in scalars.items():
                 tf.summary.scalar(name, value)
             for name, value in (texts or {}).items():
@@ -166,7 +167,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def _save(self):
         if self.frozen:  # training diverged: keep the last good checkpoint
             return
-        step = _current_step(self.model)
+        step = current_step(self.model)
         if self.trained_seconds is not None:
             self.trained_seconds.assign(self.run_seconds())
         if self.enabled and self.manager.latest_checkpoint != self._path_for(step):
@@ -180,7 +181,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def _due(self):
         if self.every_steps is not None:
-            step = _current_step(self.model)
+            step = current_step(self.model)
             return step % self.every_steps == 0 and step != self._last_saved_step
         return time.monotonic() - self._last_save >= self.every_seconds
 
@@ -242,7 +243,7 @@ class TimeBudget(keras.callbacks.Callback):
         if self.strategy is not None:
             out_of_time = any_worker(self.strategy, out_of_time)
         if out_of_time:
-            self.stopped_at_step = _current_step(self.model)
+            self.stopped_at_step = current_step(self.model)
             self.model.stop_training = True
 
 
@@ -264,7 +265,7 @@ class BudgetProgress(keras.callbacks.Callback):
 
     def describe(self, logs: dict | None, elapsed_seconds: float) -> str:
         """The progress line at the current step after `elapsed_seconds` of the budget."""
-        parts = [f"step {_current_step(self.model)}"]
+        parts = [f"step {current_step(self.model)}"]
         for name in ("loss", "val_loss"):
             if logs and name in logs:
                 parts.append(f"{name} {float(logs[name]):.4f}")
@@ -293,7 +294,7 @@ class StopAtStep(keras.callbacks.Callback):
         self.last_step = last_step
 
     def on_train_batch_end(self, batch, logs=None):
-        if _current_step(self.model) >= self.last_step:
+        if current_step(self.model) >= self.last_step:
             self.model.stop_training = True
 
 
@@ -309,7 +310,7 @@ class StopOnNaN(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
-            self.nan_step = _current_step(self.model)
+            self.nan_step = current_step(self.model)
             message = (f"loss is {float(loss)} at step {self.nan_step}; stopping training. "
                        "The last checkpoint saved before it is kept.")
             logger.error(message)

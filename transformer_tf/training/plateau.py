@@ -9,6 +9,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from transformer_tf.training.callbacks import current_step
+
 logger = logging.getLogger(__name__)
 
 MONITOR = "val_nll"  # the dev-set per-token NLL: log perplexity, as ConvS2S monitors
@@ -70,8 +72,7 @@ class ShrinkOnPlateau(keras.callbacks.Callback):
         self.steps_per_pass, self._dev_nll = float(steps_per_pass), dev_nll
 
     def _passes_done(self) -> int:
-        step = int(self.model.optimizer.iterations.numpy())
-        return math.floor(step / self.steps_per_pass)
+        return math.floor(current_step(self.model) / self.steps_per_pass)
 
     def on_train_begin(self, logs=None):
         if self.steps_per_pass is not None:
