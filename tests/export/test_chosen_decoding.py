@@ -44,6 +44,8 @@ def test_the_grid_tries_greedy_once_and_cheaper_searches_first():
                                                     (6, 1.0)]
     assert decoding_grid((4,), (1.0, 0.6, 1.0)) == [(4, 1.0), (4, 0.6)]
     assert decoding_grid((1,), (0.6, 1.0)) == [(1, 0.6)]
+    # ConvS2S's per-token ranking ignores alpha: each beam size once.
+    assert decoding_grid((1, 4), (0.6, 1.0), "average") == [(1, 0.6), (4, 0.6)]
     for beams, alphas in (((), (0.6,)), ((4,), ())):
         with pytest.raises(ValueError, match="at least one beam size and one alpha"):
             decoding_grid(beams, alphas)

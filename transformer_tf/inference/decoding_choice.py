@@ -28,14 +28,15 @@ class DecodingScore:
         return f"beam {self.beam_size}, alpha {self.alpha:g}: dev BLEU {self.dev_bleu:.2f}"
 
 
-def decoding_grid(beam_sizes, alphas) -> list[tuple[int, float]]:
-    """(beam_size, alpha) pairs, smaller beams first, alphas in the order given; beam 1
-    once, with the first alpha."""
+def decoding_grid(beam_sizes, alphas, length_penalty: str = "gnmt") -> list[tuple[int, float]]:
+    """(beam_size, alpha) pairs, smaller beams first, alphas in the order given. Where
+    alpha changes nothing (beam 1, or the "average" length penalty, which ignores it),
+    each beam size comes once, with the first alpha."""
     beam_sizes, alphas = sorted(set(beam_sizes)), list(dict.fromkeys(alphas))
     if not beam_sizes or not alphas:
         raise ValueError("a decoding grid needs at least one beam size and one alpha")
     return [(beam, alpha) for beam, alpha in itertools.product(beam_sizes, alphas)
-            if beam > 1 or alpha == alphas[0]]
+            if (beam > 1 and length_penalty != "average") or alpha == alphas[0]]
 
 
 def pick_decoding(scores: list[DecodingScore]) -> DecodingScore:

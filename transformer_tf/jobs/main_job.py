@@ -169,7 +169,8 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     stages.done("average_and_select")
 
     grid = decoding_grid((options.beam_size,) if options.beam_size else options.beam_sizes,
-                         (options.alpha,) if options.alpha is not None else options.alphas)
+                         (options.alpha,) if options.alpha is not None else options.alphas,
+                         decoding.length_penalty)
     stages.begin(f"4/7 choose beam size and alpha on the dev set: {len(grid)} setting(s)")
     if len(grid) > 1:
         scorer = DevScorer(model_dir, prepared, chosen.checkpoint, bleu_limit=options.dev_limit)
