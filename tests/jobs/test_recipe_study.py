@@ -50,16 +50,16 @@ def _options(tmp_path, **changes):
 
 def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
     options = _options(tmp_path)
-    killed = Fakes(options, fail_at=("preset", 2000, 1))
+    killed = Fakes(options, fail_at=("planned", 1000, 1))
     with pytest.raises(KeyboardInterrupt):
         study.run_recipe_study(options, killed.train, killed.score, say=lambda _: None)
     written = json.loads((tmp_path / "results" / "recipe_study.json").read_text())
-    assert [row["key"] for row in written["rows"]] == ["preset-1000-seed1", "planned-1000-seed1"]
+    assert [row["key"] for row in written["rows"]] == ["preset-1000-seed1", "preset-1000-seed2"]
 
     resumed = Fakes(options)
     document = study.run_recipe_study(options, resumed.train, resumed.score, say=lambda _: None)
-    assert resumed.trained == [("preset", 2000, 1), ("planned", 2000, 1), ("preset", 1000, 2),
-                               ("planned", 1000, 2), ("preset", 2000, 2), ("planned", 2000, 2)]
+    assert resumed.trained == [("planned", 1000, 1), ("planned", 1000, 2), ("preset", 2000, 1),
+                               ("preset", 2000, 2), ("planned", 2000, 1), ("planned", 2000, 2)]
     assert len(document["rows"]) == 8
     # Paired by seed, planned - preset: averaged (33-31 + 31-30) / 2 = 1.5 at 1000 and
     # (36-37 + 38-36) / 2 = 0.5 at 2000; latest (1.5 + 1.0) / 2 and (0.5 + 2.0) / 2.
@@ -69,7 +69,7 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
                                   "gain_dev_bleu_latest_2000": 1.25}
     assert (results_tables.headline(document)
             == "planned minus preset recipe, dev BLEU: +1.50 at 1,000 steps, +0.50 at 2,000 steps")
-    row = document["rows"][1]
+    row = next(r for r in document["rows"] if r["key"] == "planned-1000-seed1")
     assert (row["recipe"], row["passes"], row["dropout"], row["train_minutes"]) == (
         "planned", pytest.approx(1000 / 111), 0.2, 1.0)
 

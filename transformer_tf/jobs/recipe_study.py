@@ -2,8 +2,12 @@
 development set: each recipe trained for each step budget with each seed, scored with beam
 search on the dev set (its latest checkpoint, and the average the main job would keep).
 
-    for seed, steps, recipe in SEEDS x STEPS x ("preset", "planned"):
+    for steps, recipe, seed in STEPS x ("preset", "planned") x SEEDS:
         train `recipe` for `steps` steps with `seed`; score latest and averaged on dev
+
+Every run of a smaller budget comes before the larger budget's, and a recipe's seeds run
+one after the other, so a study stopped part-way has paired rows of the small budget and,
+after its first recipe, two seeds of one recipe (an ensemble's members, issue 40).
 
 The results file (the results/ format, results/README.md) is rewritten after every finished
 run, so a killed study loses at most the run it was training; run again, it keeps the rows
@@ -221,8 +225,8 @@ def run_recipe_study(options: RecipeStudyOptions, train_run: Callable | None = N
     path.parent.mkdir(parents=True, exist_ok=True)
     rows, started = _read_rows(path, options)
     done = {row["key"] for row in rows}
-    plan = [(seed, steps, recipe) for seed in options.seeds for steps in sorted(options.steps)
-            for recipe in RECIPES]
+    plan = [(seed, steps, recipe) for steps in sorted(options.steps) for recipe in RECIPES
+            for seed in options.seeds]
     for index, (seed, steps, recipe) in enumerate(plan, start=1):
         key = row_key(recipe, steps, seed)
         if key in done:
