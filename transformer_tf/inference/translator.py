@@ -94,6 +94,15 @@ class IdsTranslator(tf.Module):
 
         return search_in_lanes(search, source_ids, self.decoding.lanes)
 
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def _best_hypotheses(self, source_ids):
+        """The search's best hypothesis of each row of cleaned `source_ids` (int32 [N, S]):
+        (ids int32 [N, L], lengths int32 [N], scores float32 [N]). A function of its own,
+        so that every signature serving the best hypothesis calls one traced search: an
+        export traces and stores the search once for them all, not once per signature."""
+        result = self._search(source_ids, n_best=1)
+        return result.ids[:, 0, :], result.lengths[:, 0], result.scores[:, 0]
+
     def check_rows(self, batch) -> None:
         """In a signature: fail the call with tf.errors.InvalidArgumentError when `batch`
         (any tensor, rows first) has more than max_batch_rows rows (0: no check)."""
@@ -124,10 +133,10 @@ class IdsTranslator(tf.Module):
         """
         self.check_rows(source_ids)
         source_ids, _, empty = self.clean_ids(source_ids)
-        result = self._search(source_ids, n_best=1)
-        return {"ids": tf.where(empty[:, None], PAD_ID, result.ids[:, 0, :]),
-                "length": tf.where(empty, 0, result.lengths[:, 0]),
-                "score": tf.where(empty, 0.0, result.scores[:, 0])}
+        ids, lengths, scores = self._best_hypotheses(source_ids)
+        return {"ids": tf.where(empty[:, None], PAD_ID, ids),
+                "length": tf.where(empty, 0, lengths),
+                "score": tf.where(empty, 0.0, scores)}
 
     def check_pairs(self, source, target) -> None:
         """In a signature: the row limit of `check_rows`, and as many targets as sources
@@ -137,8 +146,12 @@ class IdsTranslator(tf.Module):
             tf.shape(source)[0], tf.shape(target)[0],
             message="score: give one target per source (the two inputs differ in rows)")
 
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                  tf.TensorSpec([None, None], tf.int32),
+                                  tf.TensorSpec([None], tf.bool)])
     def _score(self, source_ids, target_ids, truncated):
-        """The score signatures' outputs for cleaned ids (`inference.forced_decoding`)."""
+        """The score signatures' outputs for cleaned ids (`inference.forced_decoding`); one
+        traced function that both score signatures call, as `_best_hypotheses`."""
         scores = forced_scores(self.model, source_ids, target_ids)
         return {"log_prob": scores.log_prob, "token_scores": scores.token_scores,
                 "token_ids": target_ids, "length": scores.lengths, "truncated": truncated}
@@ -214,10 +227,10 @@ class Translator(IdsTranslator):
         """
         self.check_rows(text)
         source_ids, _, empty = self.encode_text(text)
-        result = self._search(source_ids, n_best=1)
-        translation = self.tokenizer.detokenize(result.ids[:, 0, :])
+        ids, _, scores = self._best_hypotheses(source_ids)
+        translation = self.tokenizer.detokenize(ids)
         return {"translation": tf.where(empty, tf.constant(""), translation),
-                "score": tf.where(empty, 0.0, result.scores[:, 0])}
+                "score": tf.where(empty, 0.0, scores)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def translate_nbest(self, text):
