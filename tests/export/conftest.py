@@ -150,15 +150,14 @@ def variant_exports(line_break_model, serving_bpe, small_wordpiece_tokenizer, se
                     tmp_path_factory):
     """{variant: SavedModel path} of every export variant, each exported once: "text" and
     "ids" (`serving_exports`), "lanes" (3 lanes of chunks of 4, no row limit), "xla"
-    (chunks of 2 compiled by XLA), "chunk0" (each request searched whole), "wordpiece"
-    (a model over word pieces) and "parser" (sentences in, trees out)."""
+    (chunks of 2 compiled by XLA), "wordpiece" (a model over word pieces, each request
+    searched whole: chunk size 0) and "parser" (sentences in, trees out)."""
     from transformer_tf.export.saved_model import export_parser
 
     root = tmp_path_factory.mktemp("variant_exports")
     model = line_break_model[0]
     decodings = {"lanes": SERVING_DECODING.replace(chunk_size=4, lanes=3),
-                 "xla": SERVING_DECODING.replace(chunk_size=2, xla=True),
-                 "chunk0": SERVING_DECODING.replace(chunk_size=0)}
+                 "xla": SERVING_DECODING.replace(chunk_size=2, xla=True)}
     paths = dict(serving_exports)
     for name, decoding in decodings.items():
         paths[name] = export_saved_model(Translator(model, serving_bpe, decoding),
@@ -170,7 +169,8 @@ def variant_exports(line_break_model, serving_bpe, small_wordpiece_tokenizer, se
         d_model=16, num_heads=2, d_ff=32, num_layers=1))
     wordpiece_model.build()
     paths["wordpiece"] = export_saved_model(
-        Translator(wordpiece_model, small_wordpiece_tokenizer, SERVING_DECODING),
+        Translator(wordpiece_model, small_wordpiece_tokenizer,
+                   SERVING_DECODING.replace(chunk_size=0)),
         root / "wordpiece" / "1", warmup=False)
     paths["parser"] = export_parser(tiny_parser(), root / "parser" / "1", warmup=False)
     return paths

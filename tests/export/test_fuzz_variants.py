@@ -1,6 +1,6 @@
 """Hypothesis fuzzing of every export variant's serving signature: text (chunks of 64),
-ids-only, lanes, XLA, chunk size 0, word pieces and the parser (`variant_exports`, each
-exported once per session).
+ids-only, lanes, XLA, word pieces searched whole (chunk size 0) and the parser
+(`variant_exports`, each exported once per session).
 
 Hypothesis draws the strings (any code point, invalid UTF-8, Unicode blanks, controls
 spliced into sentences, sentences far beyond the model's positions, runs of combining
@@ -124,7 +124,7 @@ def check_text_outputs(rows, at, texts, scores, base):
         np.testing.assert_allclose(scores[row], base[1][probe], rtol=1e-4)
 
 
-@pytest.mark.parametrize("variant", ["text", "lanes", "xla", "chunk0", "wordpiece"])
+@pytest.mark.parametrize("variant", ["text", "lanes", "xla", "wordpiece"])
 def test_fuzz_text_variants(loaded, sentences, variant):
     serving = loaded[variant].signatures["serving_default"]
     probes = [p.encode() for p in PROBES]
@@ -211,7 +211,7 @@ def test_fuzz_parser(loaded, sentences):
 
 def test_fuzz_sent_enough_rows():
     """The rows sent by the fuzz tests above in this session (when all of them ran)."""
-    if len(ROWS_SEEN) < 7:
+    if len(ROWS_SEEN) < 6:
         pytest.skip("run with the other fuzz tests of this file")
     assert sum(ROWS_SEEN.values()) >= (10_000 if not OPT_IN else 0), ROWS_SEEN
     print(ROWS_SEEN)

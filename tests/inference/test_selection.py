@@ -1,12 +1,12 @@
-"""The main job keeps the averaged checkpoint only when it beats the latest one on the dev
-set: a run with a bad checkpoint in its final part never ends worse than its latest, and a
-BLEU difference within the dev set's noise never overrules the NLL."""
+"""The main job's choice (`average_and_choose`, its average-and-select stage; the job itself
+runs in tests/jobs/test_main_job.py): the averaged checkpoint is kept only when it beats
+the latest one on the dev set, so a run with a bad checkpoint in its final part never ends
+worse than its latest, and a BLEU difference within the dev set's noise never overrules
+the NLL."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import pathlib
-import shutil
 
 import numpy as np
 import tensorflow as tf
@@ -15,7 +15,6 @@ from transformer_tf.data.prepared_reader import load_prepared
 from transformer_tf.inference.loading import load_trained, source_decoding
 from transformer_tf.evaluation import corpus_bleu
 from transformer_tf.inference.selection import DevScore, average_and_choose, compare_on_dev
-from transformer_tf.jobs.main_job import MainJobOptions, run_main_job
 from transformer_tf.rundir import checkpoints
 from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, train
@@ -67,22 +66,6 @@ def test_a_bad_tail_checkpoint_never_makes_the_result_worse(tiny_multi30k, tmp_p
     out = capsys.readouterr().out
     assert "better on the dev set: latest" in out
     assert "within noise" in out and "the lower dev NLL decides, latest" in out
-
-    # And the main job, resuming this finished run: it keeps the latest too and says why.
-    work = tmp_path / "work"
-    shutil.copytree(tiny_multi30k.directory, work / "data")
-    metadata = json.loads((work / "data" / "prepared.json").read_text())
-    metadata["splits"]["test"] = metadata["splits"]["valid"]  # (the job decodes a test set)
-    (work / "data" / "prepared.json").write_text(json.dumps(metadata))
-    shutil.copytree(model_dir, work / "model")
-    with gc_frozen():
-        summary = run_main_job(MainJobOptions(
-            work_dir=str(work), preset="tiny", model_overrides={"num_layers": 1},
-            training_overrides={"checkpoint_every_minutes": 1e-5, "keep_checkpoints": 30},
-            max_steps=20, train_minutes=None, average_last=3, beam_size=2, test_limit=4,
-            validation_sentences=0, saved_models_dir=str(tmp_path / "saved"), verbose=0))
-    assert summary["chosen"] == "latest"
-    assert "within noise" in summary["choice_reason"]
 
 
 def scored(name, nll, translations, references):
