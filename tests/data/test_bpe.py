@@ -163,3 +163,15 @@ def test_empty_batches(small_tokenizer):
     assert small_tokenizer.tokenize(tf.zeros([0], tf.string)).shape[0] == 0
     assert small_tokenizer.detokenize(tf.zeros([0, 5], tf.int32)).shape == [0]
     assert small_tokenizer.detokenize(tf.zeros([2, 0], tf.int32)).numpy().tolist() == [b"", b""]
+
+
+def test_a_vocab_size_that_does_not_fit_the_corpus_names_the_size_that_would():
+    # 90 distinct characters and the word-boundary mark: with the 4 reserved ids and 256
+    # byte pieces, 351 pieces at least; 270 is below (sentencepiece's own check, read back
+    # into our error).
+    many_characters = ["".join(chr(0x4E00 + i) for i in range(90))] * 20
+    with pytest.raises(ValueError, match=r"vocab_size: 270 is too small .* need 351;"):
+        bpe.train_bpe(many_characters, bpe.BpeOptions(vocab_size=270, character_coverage=1.0))
+    # Ten words cannot give 2,000 pieces: the error names the most sentencepiece can learn.
+    with pytest.raises(ValueError, match=r"vocab_size: 2000 is too large .* at most \d+ "):
+        bpe.train_bpe(["a b c d e f g h i j"] * 20, bpe.BpeOptions(vocab_size=2000))

@@ -165,9 +165,39 @@ def train_bpe(sentences: Iterable[str], options: BpeOptions = BpeOptions()) -> b
         raise ValueError("train_bpe: no non-empty training sentence")
     logger.info("training a %d-piece BPE model on %d sentences", options.vocab_size, len(corpus))
     model = io.BytesIO()
+    try:
+        _train_sentencepiece(corpus, model, options)
+    except RuntimeError as error:
+        message = _vocab_size_misfit(options.vocab_size, str(error))
+        if message is None:
+            raise
+        raise ValueError(message) from None
+    return model.getvalue()
+
+
+# sentencepiece's own errors when the vocabulary size does not fit the corpus.
+_TOO_FEW_FOR_CHARACTERS = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
+_TOO_MANY_FOR_CORPUS = re.compile(r"Vocabulary size too high \((\d+)\)\. .*<= (\d+)")
+
+
+def _vocab_size_misfit(vocab_size: int, sentencepiece_error: str) -> str | None:
+    """The error to show for a sentencepiece training error that says `vocab_size` does not
+    fit the corpus (naming the field and the size that would), else None."""
+    found = _TOO_FEW_FOR_CHARACTERS.search(sentencepiece_error)
+    if found:
+        return (f"vocab_size: {vocab_size} is too small for this corpus: its characters and "
+                f"the reserved pieces alone need {found.group(2)}; use at least that")
+    found = _TOO_MANY_FOR_CORPUS.search(sentencepiece_error)
+    if found:
+        return (f"vocab_size: {vocab_size} is too large for this corpus: sentencepiece can "
+                f"learn at most {found.group(2)} pieces from it; use at most that")
+    return None
+
+
+def _train_sentencepiece(corpus: list[str], model_writer, options: BpeOptions) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(corpus),
-        model_writer=model,
+        model_writer=model_writer,
         model_type="bpe",
         vocab_size=options.vocab_size,
         pad_id=PAD_ID,
@@ -191,7 +221,6 @@ def train_bpe(sentences: Iterable[str], options: BpeOptions = BpeOptions()) -> b
         **({"user_defined_symbols": list(options.user_defined_symbols)}
            if options.user_defined_symbols else {}),
     )
-    return model.getvalue()
 
 
 def train_subword_model(sentences: Iterable[str], options: BpeOptions = BpeOptions()) -> bytes:
