@@ -25,38 +25,12 @@ import datetime
 import json
 import os
 import pathlib
-import platform
-import subprocess
 import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-
-
-def _machine() -> str:
-    """"<cores>-core <CPU model>, <vector extensions>" from /proc/cpuinfo (Linux)."""
-    try:
-        info = pathlib.Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return f"{os.cpu_count()}-core {platform.processor() or platform.machine()}"
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines()
-                  if line.startswith("model name")), platform.machine())
-    flags = next((line.split(":", 1)[1].split() for line in info.splitlines()
-                  if line.startswith("flags")), [])
-    extensions = [name for name, flag in (("AVX2", "avx2"), ("FMA", "fma"),
-                                          ("AVX-512", "avx512f"), ("AVX512-BF16", "avx512_bf16"))
-                  if flag in flags]
-    return f"{os.cpu_count()}-core {model}, {'/'.join(extensions) or 'no AVX2'}"
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
-                              capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def measure(model_dirs: list[str], split: str, limit: int | None, beam_size: int | None,
@@ -128,6 +102,8 @@ def main(argv=None) -> int:
     if args.out.exists():
         parser.error(f"--out: {args.out} exists; choose another name")
 
+    from transformer_tf.runtime.provenance import current_commit, machine_description
+
     load_start = os.getloadavg()[0]
     measured = measure(args.model_dirs, args.split, args.limit, args.beam_size, args.alpha,
                        args.batch_size)
@@ -142,9 +118,9 @@ def main(argv=None) -> int:
         "title": f"Ensemble of {len(args.model_dirs)} runs, {measured['pair']} {split_name}",
         "command": "python bench/ensemble_gain.py " + " ".join(
             argv if argv is not None else sys.argv[1:]),
-        "commit": _commit(),
+        "commit": current_commit(),
         "commit_role": "measured",
-        "machine": _machine(),
+        "machine": machine_description(),
         "date": datetime.date.today().isoformat(),
         "source": "written by bench/ensemble_gain.py",
         "conditions": f"load average {load_start:.1f} at the start, "

@@ -41,7 +41,7 @@ from transformer_tf.jobs.parse_job import (
     parse_and_score,
     prepare_or_reuse,
 )
-from transformer_tf.jobs.recipe_study import current_commit, machine_description
+from transformer_tf.runtime.provenance import current_commit, machine_description
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 

@@ -30,7 +30,7 @@ from transformer_tf.evaluation.pronoun_heads import (
     positional_baseline,
     strongest_other_word,
 )
-from transformer_tf.jobs.recipe_study import current_commit, machine_description
+from transformer_tf.runtime.provenance import current_commit, machine_description
 
 COLUMNS = [{"key": "layer", "label": "layer"}, {"key": "head", "label": "head"},
            {"key": "share", "label": "share to the antecedent", "format": "{:.3f}"},

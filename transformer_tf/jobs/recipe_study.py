@@ -22,15 +22,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import pathlib
 import statistics
-import subprocess
 from collections.abc import Callable
 
 from transformer_tf.config import RECIPES
-from transformer_tf.runtime import cpu
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
+from transformer_tf.runtime.provenance import current_commit, machine_description
 
 DEFAULT_STEPS = (1000, 2000)
 DEFAULT_SEEDS = (1, 2)
@@ -114,24 +112,6 @@ def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_averaged") -> 
         if pairs:
             gains[f"gain_{metric}_{budget}"] = statistics.mean(p - q for p, q in pairs)
     return gains
-
-
-def machine_description() -> str:
-    """CPU model, cores and the instruction-set flags that matter for training speed."""
-    flags = cpu.read_cpu_flags()
-    shown = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
-             if f in flags]
-    return (f"{cpu.cpu_model_name()}, {os.cpu_count()} cores; flags: "
-            f"{', '.join(shown) or 'none of AVX2/AVX-512'}")
-
-
-def current_commit() -> str:
-    """The short hash of HEAD, or "unknown" outside a git checkout."""
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def results_document(rows: list[dict], options: RecipeStudyOptions, started: dict) -> dict:

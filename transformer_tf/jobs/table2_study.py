@@ -33,7 +33,7 @@ import pathlib
 import statistics
 from collections.abc import Callable
 
-from transformer_tf.jobs.recipe_study import current_commit, machine_description
+from transformer_tf.runtime.provenance import current_commit, machine_description
 from transformer_tf.jobs.variations import median_logged_scalar
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects

@@ -649,7 +649,7 @@ def _provenance(out: pathlib.Path) -> dict:
     """Commit, machine and date of the study's first write (kept across resumptions)."""
     import datetime
 
-    from transformer_tf.jobs.recipe_study import current_commit, machine_description
+    from transformer_tf.runtime.provenance import current_commit, machine_description
 
     path = out / PROVENANCE
     if path.exists():

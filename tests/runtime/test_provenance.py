@@ -1,0 +1,28 @@
+"""The provenance fields of a results file: the machine from the CPU's own description,
+the commit of the checkout the package runs from."""
+import os
+import pathlib
+import subprocess
+
+from transformer_tf.runtime import provenance
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_the_machine_names_the_model_the_cores_and_only_the_flags_that_matter(
+        tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Test CPU 9000\n"
+                       "flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_bf16 sha_ni\n")
+    monkeypatch.setenv("TRANSFORMER_TF_CPUINFO", str(cpuinfo))
+    assert provenance.machine_description() == (
+        f"Test CPU 9000, {os.cpu_count()} cores; flags: avx2, fma, avx512f, avx512_bf16")
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Old CPU\nflags\t\t: fpu sse2\n")
+    assert provenance.machine_description().endswith("flags: none of AVX2/AVX-512")
+
+
+def test_the_commit_is_the_checkouts_head_wherever_the_command_runs(tmp_path, monkeypatch):
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    monkeypatch.chdir(tmp_path)  # not a git checkout
+    assert provenance.current_commit() == head

@@ -1,0 +1,32 @@
+"""Where a measurement comes from, for the results files (results/README.md's `machine`
+and `commit` fields): the CPU it ran on and the commit of the code that ran."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+
+from transformer_tf.runtime import cpu
+
+# The flags that decide training and decoding speed here (runtime/cpu.py reads them).
+SHOWN_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+_CHECKOUT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def machine_description() -> str:
+    """CPU model, cores and the instruction-set flags that matter for speed, e.g.
+    "AMD EPYC, 2 cores; flags: avx2, fma"."""
+    flags = cpu.read_cpu_flags()
+    shown = [flag for flag in SHOWN_FLAGS if flag in flags]
+    return (f"{cpu.cpu_model_name()}, {os.cpu_count()} cores; flags: "
+            f"{', '.join(shown) or 'none of AVX2/AVX-512'}")
+
+
+def current_commit() -> str:
+    """The short hash of HEAD of the checkout this package runs from, or "unknown" (an
+    installed copy, or no git)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_CHECKOUT,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
