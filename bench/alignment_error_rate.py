@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     measured = {
         "what": f"AER of translate --alignments on {len(pairs)} hand-aligned Multi30k "
                 "test 2016 en-de pairs (references teacher-forced), per attention layer",
-        "model": args.model or args.model_dir,
+        "model": describe_model(args.model, args.model_dir, args.checkpoint, num_layers),
         "aer_by_layer": by_layer,
         "default_layer": default_alignment_layer(num_layers),
         "aer_diagonal_baseline": round(alignment_error_rate(baseline, sure, possible), 4),
@@ -75,6 +75,21 @@ def main(argv=None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results_file(measured, argv), indent=1) + "\n")
     return 0
+
+
+def describe_model(model, model_dir, checkpoint, num_layers: int) -> str:
+    """What was measured: the SavedModel, or the run with its preset and checkpoint."""
+    if model:
+        return f"SavedModel {model}, {num_layers} layers"
+    from transformer_tf.inference.loading import default_checkpoint
+    from transformer_tf.rundir import checkpoints
+    from transformer_tf.rundir.model_dir import read_run_config
+
+    checkpoint = checkpoint or default_checkpoint(model_dir)[0]
+    preset = read_run_config(model_dir).preset
+    steps = checkpoints.checkpoint_step(checkpoints.newest_readable(model_dir))
+    return (f"run {model_dir} (preset {preset}, {num_layers} layers, {steps:,} steps), "
+            f"checkpoint {checkpoint}")
 
 
 def results_file(measured: dict, argv) -> dict:
@@ -101,8 +116,9 @@ def results_file(measured: dict, argv) -> dict:
                   "aer_diagonal_baseline": "AER (0 best)"},
         "columns": [{"key": "layer", "label": "layer"},
                     {"key": "aer", "label": "AER", "format": "{:.3f}"}],
-        "rows": [{"layer": layer, "aer": aer}
-                 for layer, aer in sorted(measured["aer_by_layer"].items())],
+        "rows": [{"layer": f"{layer} (default)" if layer == default else layer, "aer": aer}
+                 for layer, aer in sorted(measured["aer_by_layer"].items())]
+                + [{"layer": "diagonal baseline", "aer": measured["aer_diagonal_baseline"]}],
     }
 
 
