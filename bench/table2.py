@@ -16,24 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import statistics
 import time
 
 import common
 import model_flops
-
-
-def _logged_scalars(logdir: pathlib.Path, tag: str) -> list[float]:
-    import tensorflow as tf
-
-    values = []
-    for path in sorted(logdir.glob("events.out.tfevents.*")):
-        for record in tf.data.TFRecordDataset(str(path)):
-            event = tf.compat.v1.Event.FromString(record.numpy())
-            for value in event.summary.value:
-                if value.tag == tag:
-                    values.append(float(tf.make_ndarray(value.tensor)))
-    return values
 
 
 def _serving_speed(saved_model: str, sentences: list[str], batch_size: int) -> float:
@@ -56,6 +42,7 @@ def describe_run(work_dir: pathlib.Path) -> dict:
     from transformer_tf.evaluation.scoring import evaluate
     from transformer_tf.inference.batch import load_translator, translate_lines
     from transformer_tf.inference.loading import load_trained, source_decoding
+    from transformer_tf.jobs.variations import median_logged_scalar
     from transformer_tf.rundir.model_dir import read_run_config
 
     summary = json.loads((work_dir / "summary.json").read_text())
@@ -65,13 +52,13 @@ def describe_run(work_dir: pathlib.Path) -> dict:
     prepared = load_prepared(paths["data_dir"])
     test = prepared.files("test")
     sources, references = read_lines(test.source), read_lines(test.target)
-    tokens_per_s = _logged_scalars(pathlib.Path(paths["tensorboard_logdir"]) / "train",
-                                   "target_tokens_per_second")
+    tokens_per_s = median_logged_scalar(pathlib.Path(paths["tensorboard_logdir"]) / "train",
+                                        "target_tokens_per_second")
     row = {
         "run": str(work_dir), "family": run.family, "preset": summary["preset"],
         "parameters": summary["parameters"], "train_steps": summary["train_steps"],
         "train_minutes": summary["stage_seconds"]["train"] / 60.0,
-        "train_target_tokens_per_s": statistics.median(tokens_per_s) if tokens_per_s else None,
+        "train_target_tokens_per_s": tokens_per_s,
         "training_flops_per_target_token": model_flops.training_flops_per_target_token(model),
         "checkpoint": summary["chosen"], "own_beam": run.decoding.beam_size,
         "own_alpha": run.decoding.alpha,
