@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 from typing import Any
 
 PAD_ID = 0
@@ -45,6 +46,16 @@ class ConfigError(ValueError):
 def _check(condition: bool, field: str, message: str) -> None:
     if not condition:
         raise ConfigError(f"{field}: {message}")
+
+
+def check_n_best(n_best, beam_size: int) -> None:
+    """The one rule for how many hypotheses a search returns: an integer (Python or NumPy,
+    not bool) with 1 <= n_best <= beam_size (greedy search, beam_size 1, returns one).
+    Raises ConfigError naming n_best. `DecodingConfig.check_n_best` and
+    `decoding.beam_and_greedy.beam_search` (for library callers) both apply it."""
+    _check(isinstance(n_best, numbers.Integral) and not isinstance(n_best, bool)
+           and 1 <= n_best <= beam_size, "n_best",
+           f"expected an integer in [1, beam_size={beam_size}], got {n_best!r}")
 
 
 class _Serialisable:
@@ -526,11 +537,6 @@ class DecodingConfig(_Serialisable):
                f"expected one of {LENGTH_PENALTIES}, got {self.length_penalty!r}")
 
     def check_n_best(self, n_best) -> None:
-        """The one rule for how many hypotheses a search returns: 1 <= n_best <= beam_size
-        (greedy search, beam_size 1, returns one). Raises ConfigError naming n_best. Whoever
-        builds the settings a search runs with checks it (`cli.flags.search_settings`);
-        `decoding.beam_and_greedy.beam_search` refuses a wrong one too, for library
-        callers."""
-        _check(isinstance(n_best, int) and not isinstance(n_best, bool)
-               and 1 <= n_best <= self.beam_size, "n_best",
-               f"expected an integer in [1, beam_size={self.beam_size}], got {n_best!r}")
+        """`check_n_best` for this config's beam size. Whoever builds the settings a search
+        runs with checks it (`cli.flags.search_settings`)."""
+        check_n_best(n_best, self.beam_size)

@@ -95,6 +95,7 @@ from transformer_tf.config import (
     LENGTH_PENALTIES,
     PAD_ID,
     STOPPING_RULES,
+    check_n_best,
 )
 from transformer_tf.decoding.top_k import top_k_by_groups
 
@@ -340,9 +341,9 @@ def beam_search(
       alpha: length-penalty exponent >= 0 (float or float32 scalar tensor); 0 ranks by
         log P alone.
       eos_id, bos_id, pad_id: special ids.
-      n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size (checked here
-        like the other arguments; commands check it first to name their flag,
-        `cli.flags.search_settings`).
+      n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size
+        (`config.check_n_best`, here as for every caller; commands check it first to name
+        their flag, `cli.flags.search_settings`).
       max_decode_length: static size L of the outputs (the length the cache was built for).
         None: the static maximum of `max_lengths` when known, else its dynamic maximum
         (under XLA a value-dependent shape: it compiles, but once per distinct value).
@@ -372,9 +373,7 @@ def beam_search(
                          f"{length_penalty_rule!r}")
     if isinstance(alpha, (int, float)) and alpha < 0:
         raise ValueError(f"alpha must be non-negative (the early-stopping bound needs it), got {alpha}")
-    if not isinstance(n_best, (int, np.integer)) or not 1 <= n_best <= beam_size:
-        raise ValueError(f"n_best must be an integer in [1, beam_size={beam_size}], got "
-                         f"{n_best!r}")
+    check_n_best(n_best, beam_size)
     k, n = int(beam_size), int(n_best)
     max_lengths, max_len = _resolve_max_lengths(max_lengths, batch_size, max_decode_length)
     alpha = tf.cast(alpha, tf.float32)
