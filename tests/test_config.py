@@ -69,6 +69,21 @@ def test_label_smoothing_is_a_training_knob():
         TrainingConfig(label_smoothing=-0.1)
 
 
+def test_the_learning_rate_shape_is_checked_and_old_configs_keep_the_papers():
+    with pytest.raises(ConfigError, match="lr_schedule: expected one of .*'inverse_sqrt'"):
+        TrainingConfig(lr_schedule="cosine")
+    with pytest.raises(ConfigError, match="^schedule_steps: the warmup_hold_cooldown schedule "
+                                          "needs it"):
+        TrainingConfig(lr_schedule="warmup_hold_cooldown", cooldown_steps=10)
+    with pytest.raises(ConfigError, match="^cooldown_steps: 30 exceeds schedule_steps 20"):
+        TrainingConfig(lr_schedule="warmup_hold_cooldown", schedule_steps=20,
+                       cooldown_steps=30)
+    saved = TrainingConfig().get_config()  # a run recorded before the shapes existed
+    for name in ("lr_schedule", "schedule_steps", "cooldown_steps"):
+        del saved[name]
+    assert TrainingConfig.from_config(saved).lr_schedule == "inverse_sqrt"
+
+
 def test_unknown_fields_and_presets_are_rejected():
     with pytest.raises(ConfigError, match="unknown field"):
         ModelConfig.from_config({"d_modle": 512})

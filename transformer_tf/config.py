@@ -27,6 +27,8 @@ POSITION_ENCODINGS = ("sinusoidal", "learned")
 EMBEDDING_SHARING = ("all", "target", "none")
 NORM_POSITIONS = ("post", "pre")
 OPTIMIZERS = ("adam", "nesterov")
+# The shapes of the "adam" optimizer's learning rate (training/schedule.py).
+LR_SCHEDULES = ("inverse_sqrt", "warmup_hold_cooldown")
 WORD_LOSSES = ("token", "any")
 # Keras dtype policies a run can train in ("auto": chosen by device, training/precision.py).
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
@@ -372,6 +374,12 @@ class TrainingConfig(_Serialisable):
     Attributes:
       warmup_steps: warm-up of the learning-rate schedule (paper: 4000).
       learning_rate_scale: factor on d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
+      lr_schedule: the rate's shape after the warm-up. "inverse_sqrt": the paper's
+        equation 3, decaying with step^-0.5. "warmup_hold_cooldown": the same warm-up to
+        the same peak, held, then falling linearly to zero over the last `cooldown_steps`
+        of `schedule_steps` (the budget-aware recipe's, training/recipe_plan.py).
+      schedule_steps, cooldown_steps: the "warmup_hold_cooldown" budget and cool-down, in
+        updates (None with "inverse_sqrt").
       adam_beta_1, adam_beta_2, adam_epsilon: Adam's constants (paper: 0.9, 0.98, 1e-9).
       tokens_per_batch: global token budget of a batch, per side, counting padding
         (paper: about 25,000 source and 25,000 target tokens).
@@ -406,6 +414,9 @@ class TrainingConfig(_Serialisable):
 
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
+    lr_schedule: str = "inverse_sqrt"
+    schedule_steps: int | None = None
+    cooldown_steps: int | None = None
     adam_beta_1: float = 0.9
     adam_beta_2: float = 0.98
     adam_epsilon: float = 1e-9
@@ -437,6 +448,18 @@ class TrainingConfig(_Serialisable):
             _check(isinstance(value, int) and value > 0, name,
                    f"expected a positive integer, got {value!r}")
         _check(self.learning_rate_scale > 0, "learning_rate_scale", "must be positive")
+        _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule",
+               f"expected one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        for name in ("schedule_steps", "cooldown_steps"):
+            value = getattr(self, name)
+            _check(value is None or (isinstance(value, int) and not isinstance(value, bool)
+                                     and value > 0),
+                   name, f"expected a positive integer or None, got {value!r}")
+            _check(value is not None or self.lr_schedule != "warmup_hold_cooldown", name,
+                   "the warmup_hold_cooldown schedule needs it (updates)")
+        _check(self.cooldown_steps is None or self.schedule_steps is None
+               or self.cooldown_steps <= self.schedule_steps, "cooldown_steps",
+               f"{self.cooldown_steps} exceeds schedule_steps {self.schedule_steps}")
         _check(isinstance(self.label_smoothing, (int, float)) and 0.0 <= self.label_smoothing < 1.0,
                "label_smoothing", f"expected a probability in [0, 1), got {self.label_smoothing!r}")
         _check(self.word_loss in WORD_LOSSES, "word_loss",

@@ -1,6 +1,7 @@
 """The recipe study (jobs/recipe_study.py) with fake training and scoring: one row per
 finished run written at once, a killed study resumes without redoing rows, the preset's
-runs continue one directory per seed, gains are paired by seed, the file is a results file."""
+runs continue one directory per seed, gains are paired by seed for every arm, the file is a
+results file."""
 import json
 import types
 
@@ -15,29 +16,32 @@ from transformer_tf.rundir import model_dir as model_dir_lib
 BLEU = {("preset", 1000, 1): (30.0, 31.0), ("planned", 1000, 1): (31.5, 33.0),
         ("preset", 2000, 1): (36.0, 37.0), ("planned", 2000, 1): (36.5, 36.0),
         ("preset", 1000, 2): (29.0, 30.0), ("planned", 1000, 2): (30.0, 31.0),
-        ("preset", 2000, 2): (35.0, 36.0), ("planned", 2000, 2): (37.0, 38.0)}
+        ("preset", 2000, 2): (35.0, 36.0), ("planned", 2000, 2): (37.0, 38.0),
+        ("planned-inverse-sqrt", 1000, 1): (30.5, 30.0),
+        ("planned-inverse-sqrt", 1000, 2): (29.5, 29.0),
+        ("planned-inverse-sqrt", 2000, 1): (36.0, 36.5),
+        ("planned-inverse-sqrt", 2000, 2): (35.5, 35.0)}
 
 
 class Fakes:
     def __init__(self, options, fail_at=None):
         self.options, self.fail_at, self.trained = options, fail_at, []
 
-    def train(self, recipe, steps, seed, options):
-        if (recipe, steps, seed) == self.fail_at:
+    def train(self, arm, steps, seed, options):
+        if (arm, steps, seed) == self.fail_at:
             raise KeyboardInterrupt  # the session is killed while training this run
-        self.trained.append((recipe, steps, seed))
-        model_dir = study.run_directory(options.work_dir, recipe, steps, seed)
+        self.trained.append((arm, steps, seed))
+        model_dir = study.run_directory(options.work_dir, arm, steps, seed)
         preset = get_preset("multi30k")
         model_dir_lib.write_run_config(model_dir, model_dir_lib.RunConfig(
             model=preset.model, training=preset.training, decoding=preset.decoding,
             data_dir="unused", preset="multi30k"))
-        plan = {"passes": steps / 111.0} if recipe == "planned" else None
+        plan = {"passes": steps / 111.0} if arm != "preset" else None
         return types.SimpleNamespace(step=steps, trained_seconds=60.0 * steps / 1000,
                                      recipe_plan=plan)
 
     def score(self, model_dir, options):
-        recipe, steps, seed = self.trained[-1]
-        latest, averaged = BLEU[(recipe, steps, seed)]
+        latest, averaged = BLEU[self.trained[-1]]
         return {"dev_bleu_latest": latest, "dev_nll_latest": 1.5, "dev_bleu_averaged": averaged,
                 "dev_nll_averaged": 1.4, "averaged_checkpoints": 5}
 
@@ -58,15 +62,23 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
 
     resumed = Fakes(options)
     document = study.run_recipe_study(options, resumed.train, resumed.score, say=lambda _: None)
-    assert resumed.trained == [("planned", 1000, 1), ("planned", 1000, 2), ("preset", 2000, 1),
-                               ("preset", 2000, 2), ("planned", 2000, 1), ("planned", 2000, 2)]
-    assert len(document["rows"]) == 8
+    assert resumed.trained == [
+        ("planned", 1000, 1), ("planned", 1000, 2),
+        ("planned-inverse-sqrt", 1000, 1), ("planned-inverse-sqrt", 1000, 2),
+        ("preset", 2000, 1), ("preset", 2000, 2), ("planned", 2000, 1), ("planned", 2000, 2),
+        ("planned-inverse-sqrt", 2000, 1), ("planned-inverse-sqrt", 2000, 2)]
+    assert len(document["rows"]) == 12
     # Paired by seed, planned - preset: averaged (33-31 + 31-30) / 2 = 1.5 at 1000 and
     # (36-37 + 38-36) / 2 = 0.5 at 2000; latest (1.5 + 1.0) / 2 and (0.5 + 2.0) / 2.
-    assert document["values"] == {"runs": 8, "gain_dev_bleu_averaged_1000": 1.5,
-                                  "gain_dev_bleu_averaged_2000": 0.5,
-                                  "gain_dev_bleu_latest_1000": 1.25,
-                                  "gain_dev_bleu_latest_2000": 1.25}
+    # planned-inverse-sqrt - preset: averaged (30-31 + 29-30) / 2 = -1 and
+    # (36.5-37 + 35-36) / 2 = -0.75; latest (0.5 + 0.5) / 2 and (0 + 0.5) / 2.
+    assert document["values"] == {
+        "runs": 12, "gain_dev_bleu_averaged_1000": 1.5, "gain_dev_bleu_averaged_2000": 0.5,
+        "gain_dev_bleu_latest_1000": 1.25, "gain_dev_bleu_latest_2000": 1.25,
+        "gain_planned_inverse_sqrt_dev_bleu_averaged_1000": -1.0,
+        "gain_planned_inverse_sqrt_dev_bleu_averaged_2000": -0.75,
+        "gain_planned_inverse_sqrt_dev_bleu_latest_1000": 0.5,
+        "gain_planned_inverse_sqrt_dev_bleu_latest_2000": 0.25}
     assert (results_tables.headline(document)
             == "planned minus preset recipe, dev BLEU: +1.50 at 1,000 steps, +0.50 at 2,000 steps")
     row = next(r for r in document["rows"] if r["key"] == "planned-1000-seed1")
@@ -100,3 +112,14 @@ def test_a_results_file_of_other_settings_is_not_resumed(tmp_path):
     other = _options(tmp_path, steps=(1000,), seeds=(1,), beam_size=1)
     with pytest.raises(study.StudyMismatch, match="recipe_study.json: holds a study of other"):
         study.run_recipe_study(other, fakes.train, fakes.score, say=lambda _: None)
+
+
+def test_arms_can_be_chosen_and_unknown_ones_are_refused(tmp_path):
+    options = _options(tmp_path, steps=(1000,), seeds=(1,), arms=("preset", "planned"))
+    fakes = Fakes(options)
+    document = study.run_recipe_study(options, fakes.train, fakes.score, say=lambda _: None)
+    assert fakes.trained == [("preset", 1000, 1), ("planned", 1000, 1)]
+    assert document["values"]["gain_dev_bleu_averaged_1000"] == 2.0  # 33 - 31
+    with pytest.raises(ValueError, match="unknown \\['fast'\\]"):
+        study.run_recipe_study(_options(tmp_path, arms=("fast",)), fakes.train, fakes.score,
+                               say=lambda _: None)

@@ -57,12 +57,20 @@ def test_a_step_plan_is_applied_recorded_and_kept_on_resume(tiny_multi30k, tmp_p
     saved = [checkpoints.checkpoint_step(p) for p in checkpoints.list_checkpoints(tmp_path)]
     assert saved == [12, 14, 16, 18, 20]  # keep_checkpoints 5
 
-    # Resumed with a longer plan: the recorded plan stays (its dropouts are the run's).
+    # The rate is held, then cools to 0 over the last 20% of the 20 steps.
+    assert (run.training.lr_schedule, run.training.schedule_steps,
+            run.training.cooldown_steps) == ("warmup_hold_cooldown", 20, 4)
+    assert result.stop_reason == "reached the planned step 20"
+
+    # Resumed with a longer plan: the recorded plan stays (its dropouts are the run's), and
+    # its rate is 0 past step 20, so the run stops there and says why.
     monkeypatch.setattr("transformer_tf.training.fit.probe_speed", _no_probe)
     with gc_frozen():
         resumed = _train(tiny_multi30k, tmp_path, max_steps=22, recipe="planned",
                          training_overrides={"label_smoothing": 0.05})
-    assert resumed.step == 22 and resumed.start_step == 20
+    assert resumed.step == 20 == resumed.start_step and resumed.planned_steps == 20
+    assert resumed.stop_reason == ("reached step 20, where the learning rate's cool-down "
+                                   "ends (lr_schedule warmup_hold_cooldown)")
     assert resumed.recipe_plan == plan == _plan_file(tmp_path)
     assert model_dir_lib.read_run_config(tmp_path) == run
 

@@ -55,6 +55,9 @@ def test_the_rules_worked_by_hand(budget, steps_per_pass, expected):
     assert settings["warmup_steps"] == warmup
     assert settings["learning_rate_scale"] == pytest.approx(scale, abs=1e-6)
     assert settings.get("checkpoint_every_steps") == cadence
+    # The peak held, then a cool-down over the last 20% of the planned steps.
+    assert (settings["lr_schedule"], settings["schedule_steps"],
+            settings["cooldown_steps"]) == ("warmup_hold_cooldown", steps, round(0.2 * steps))
     assert plan.kept == {}
     if "budget_minutes" in budget:
         assert plan.checkpoint_every_minutes == pytest.approx(2.4)
@@ -100,7 +103,8 @@ def test_a_users_settings_win_and_are_listed_as_kept():
                          "checkpoint_every_minutes": 1.0}
     # The user's warm-up is the reference of the scale: the peak stays the user's.
     assert plan.settings == {"attention_dropout": 0.1, "ffn_dropout": 0.1,
-                             "learning_rate_scale": 1.0}
+                             "learning_rate_scale": 1.0, "lr_schedule": "warmup_hold_cooldown",
+                             "schedule_steps": 2000, "cooldown_steps": 400}
     planned_model, planned_training = rp.apply_plan(model, training, plan)
     assert (planned_model.dropout, planned_model.attention_dropout) == (0.25, 0.1)
     assert (planned_training.warmup_steps, planned_training.label_smoothing,
@@ -154,3 +158,23 @@ def test_a_record_that_is_not_a_plan_is_refused():
     with pytest.raises(ValueError, match=r"plan.json: not a recipe plan.*\['passes'\]"):
         rp.RecipePlan.from_dict({k: v for k, v in plan.items() if k != "passes"},
                                 source="plan.json")
+
+
+def test_a_users_schedule_shape_wins_and_plans_no_budget_fields():
+    training = MULTI30K.training.replace(lr_schedule="inverse_sqrt")
+    plan = rp.plan_recipe(steps_per_pass=111.0, model_config=MULTI30K.model,
+                          training_config=training, budget_steps=1000,
+                          user_fields={"lr_schedule"})
+    assert plan.kept == {"lr_schedule": "inverse_sqrt"}
+    assert not {"lr_schedule", "schedule_steps", "cooldown_steps"} & set(plan.settings)
+    _, planned = rp.apply_plan(MULTI30K.model, training, plan)
+    assert (planned.lr_schedule, planned.schedule_steps, planned.warmup_steps) == (
+        "inverse_sqrt", None, 100)
+
+
+def test_the_planned_shape_is_a_valid_config_for_any_budget():
+    for steps in (1, 2, 3, 7, 1000):
+        plan = rp.plan_recipe(steps_per_pass=111.0, model_config=MULTI30K.model,
+                              training_config=MULTI30K.training, budget_steps=steps)
+        _, planned = rp.apply_plan(MULTI30K.model, MULTI30K.training, plan)
+        assert 1 <= planned.cooldown_steps <= planned.schedule_steps == steps

@@ -105,3 +105,59 @@ def test_with_keras_gradient_accumulation():
     assert int(optimizer.iterations) == 2
     # the next update is paper step 3
     assert float(optimizer.learning_rate) == pytest.approx(paper_rate(3, 16, 10), rel=1e-6)
+
+
+def test_warmup_hold_cooldown_by_hand():
+    from transformer_tf.training.rate_formula import warmup_hold_cooldown
+    from transformer_tf.training.schedule import WarmupHoldCooldown
+
+    # d_model 64, warm-up 10, scale 2: peak 2 * (64 * 10)^-0.5 = 0.0790569. A budget of
+    # 50 updates cooling over the last 10 (paper steps 41-50).
+    peak = 2.0 / math.sqrt(640.0)
+    schedule = WarmupHoldCooldown(64, warmup_steps=10, scale=2.0, schedule_steps=50,
+                                  cooldown_steps=10)
+    expected = {1: peak / 10,         # warm-up, paper step 1 of 10
+                5: peak / 2,
+                10: peak,             # the peak, equation 3's (TransformerSchedule's)
+                30: peak,             # held, where equation 3 decays to sqrt(10/30) of it
+                40: peak,             # the last step before the cool-down
+                41: peak,             # (50 + 1 - 41) / 10 = 1: the cool-down's first
+                45: peak * 0.6,       # (51 - 45) / 10
+                50: peak * 0.1,       # the budget's last update
+                51: 0.0, 80: 0.0}     # past the budget
+    for step, rate in expected.items():
+        assert float(schedule(step - 1)) == pytest.approx(rate, rel=1e-6, abs=1e-12), step
+        assert warmup_hold_cooldown(step, 64, 10, 2.0, 50, 10) == pytest.approx(
+            rate, rel=1e-12, abs=1e-15)
+    assert schedule.peak_learning_rate == pytest.approx(
+        TransformerSchedule(64, 10, 2.0).peak_learning_rate)
+    assert float(schedule(9)) == pytest.approx(float(TransformerSchedule(64, 10, 2.0)(9)))
+
+
+def test_warmup_hold_cooldown_round_trips_and_refuses_bad_arguments():
+    from transformer_tf.training.schedule import WarmupHoldCooldown
+
+    schedule = WarmupHoldCooldown(32, 4, 0.5, schedule_steps=20, cooldown_steps=5, name="lr")
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    assert isinstance(restored, WarmupHoldCooldown)
+    assert restored.get_config() == schedule.get_config()
+    assert [float(restored(i)) for i in range(22)] == [float(schedule(i)) for i in range(22)]
+    with pytest.raises(ValueError, match="cooldown_steps \\(21\\) must not exceed"):
+        WarmupHoldCooldown(32, 4, 0.5, schedule_steps=20, cooldown_steps=21)
+    with pytest.raises(ValueError, match="schedule_steps must be positive"):
+        WarmupHoldCooldown(32, 4, 0.5, schedule_steps=0, cooldown_steps=1)
+
+
+def test_the_optimizer_takes_the_configs_shape():
+    from transformer_tf.config import TrainingConfig
+    from transformer_tf.training.fit import make_optimizer
+    from transformer_tf.training.schedule import WarmupHoldCooldown
+
+    paper = make_optimizer(TrainingConfig(warmup_steps=10), 64)._learning_rate
+    held = make_optimizer(TrainingConfig(warmup_steps=10, lr_schedule="warmup_hold_cooldown",
+                                         schedule_steps=50, cooldown_steps=10),
+                          64)._learning_rate
+    assert type(paper) is TransformerSchedule and type(held) is WarmupHoldCooldown
+    assert (held.schedule_steps, held.cooldown_steps) == (50, 10)
+    assert float(held(29)) == pytest.approx(paper.peak_learning_rate)  # held at step 30
+    assert float(paper(29)) == pytest.approx(paper.peak_learning_rate * math.sqrt(10 / 30))

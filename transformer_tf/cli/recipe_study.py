@@ -1,10 +1,12 @@
 """Today's recipe against the planned one at equal steps, on the dev set (issue 39): the
-preset's recipe and the budget-aware recipe (docs/training.md) trained for each --steps
-budget with each --seed, every run's latest and averaged checkpoints scored with beam
-search on the dev set. The results file is rewritten after each finished run; run the same
-command again to resume a killed study. See transformer_tf/jobs/recipe_study.py.
+preset's recipe, the budget-aware recipe (docs/training.md) and that recipe with the
+paper's decaying rate (--arms) trained for each --steps budget with each --seed, every
+run's latest and averaged checkpoints scored with beam search on the dev set. The results
+file is rewritten after each finished run; run the same command again to resume a killed
+study. See transformer_tf/jobs/recipe_study.py.
 
-The full study (8 runs, 12,000 training steps):
+The full study (12 runs, 16,000 training steps; the preset's 2,000-step runs continue its
+1,000-step ones):
   python scripts/prepare_data.py --dataset multi30k --src en --tgt de --vocab-size 8000 \\
       --out runs/multi30k_en_de/data
   python scripts/recipe_study.py --data runs/multi30k_en_de/data --work-dir runs/recipe_study \\
@@ -24,6 +26,7 @@ from transformer_tf.cli.arguments import (
 )
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_flag, add_precision_flag, add_quiet_flag
+from transformer_tf.jobs.recipe_study import ARMS  # plain Python: no TensorFlow yet
 from transformer_tf.runtime import console
 from transformer_tf.runtime.cpu import prefer_onednn_for_training
 
@@ -37,7 +40,12 @@ def main(argv=None) -> int:
              help="results file, rewritten after every finished run (default "
                   "results/main_job/recipe_study.json)")
     add_flag(parser, "preset", default="multi30k",
-             help="the Transformer preset both recipes start from (default multi30k)")
+             help="the Transformer preset every arm starts from (default multi30k)")
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
+                        help="what to train, in this order within a budget: preset (its own "
+                             "recipe), planned (the budget-aware recipe), "
+                             "planned-inverse-sqrt (that recipe with the paper's decaying "
+                             "rate); default all")
     parser.add_argument("--steps", type=positive_int, nargs="+", default=[1000, 2000],
                         help="step budgets (default 1000 2000)")
     parser.add_argument("--seeds", type=non_negative_int, nargs="+", default=[1, 2],
@@ -64,7 +72,7 @@ def _run(args, command) -> int:
 
     document = run_recipe_study(RecipeStudyOptions(
         data_dir=args.data, work_dir=args.work_dir, results=args.results, preset=args.preset,
-        steps=tuple(args.steps), seeds=tuple(args.seeds), eval_every=args.eval_every,
+        arms=tuple(args.arms), steps=tuple(args.steps), seeds=tuple(args.seeds), eval_every=args.eval_every,
         precision=args.precision, dev_limit=args.dev_limit, command=command,
         verbose=0 if args.quiet else 1))
     print(f"{args.results}: {document['headline'].format(**document['values'])}")

@@ -1,21 +1,26 @@
 """Today's recipe against the planned one (training/recipe_plan.py) at equal steps, on the
-development set: each recipe trained for each step budget with each seed, scored with beam
+development set: each arm trained for each step budget with each seed, scored with beam
 search on the dev set (its latest checkpoint, and the average the main job would keep).
 
-    for steps, recipe, seed in STEPS x ("preset", "planned") x SEEDS:
-        train `recipe` for `steps` steps with `seed`; score latest and averaged on dev
+    for steps, arm, seed in STEPS x ARMS x SEEDS:
+        train `arm` for `steps` steps with `seed`; score latest and averaged on dev
 
-Every run of a smaller budget comes before the larger budget's, and a recipe's seeds run
+The arms (`ARMS`): "preset", the preset's own recipe; "planned", the budget-aware recipe;
+"planned-inverse-sqrt", the planned recipe with the paper's decaying rate in place of its
+held peak and cool-down (as a user who sets lr_schedule gets it): the shape's own share of
+the gain.
+
+Every run of a smaller budget comes before the larger budget's, and an arm's seeds run
 one after the other, so a study stopped part-way has paired rows of the small budget and,
-after its first recipe, two seeds of one recipe (an ensemble's members, issue 40).
+after its first arm, two seeds of one recipe (an ensemble's members, issue 40).
 
 The results file (the results/ format, results/README.md) is rewritten after every finished
 run, so a killed study loses at most the run it was training; run again, it keeps the rows
 it has, resumes the interrupted run from its checkpoint and goes on. The preset's recipe
 does not depend on the budget, so its run of the larger budget continues the smaller one
 (a resumed run is the run it would have been); every planned run is its own, since its
-plan depends on its budget. Gains are paired by seed: planned minus preset, same seed and
-steps, averaged over the seeds.
+plan depends on its budget. Gains are paired by seed: each arm minus the preset, same seed
+and steps, averaged over the seeds.
 """
 from __future__ import annotations
 
@@ -26,18 +31,21 @@ import pathlib
 import statistics
 from collections.abc import Callable
 
-from transformer_tf.config import RECIPES
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 from transformer_tf.runtime.provenance import current_commit, machine_description
 
 DEFAULT_STEPS = (1000, 2000)
 DEFAULT_SEEDS = (1, 2)
+# arm -> (the run's recipe, the training options it sets as a user would).
+ARMS = {"preset": ("preset", {}), "planned": ("planned", {}),
+        "planned-inverse-sqrt": ("planned", {"lr_schedule": "inverse_sqrt"})}
 COLUMNS = [
     {"key": "recipe", "label": "recipe"}, {"key": "steps", "label": "steps"},
     {"key": "seed", "label": "seed"},
     {"key": "passes", "label": "passes", "format": "{:.1f}"},
     {"key": "warmup_steps", "label": "warm-up"},
     {"key": "learning_rate_scale", "label": "LR scale", "format": "{:.3f}"},
+    {"key": "lr_schedule", "label": "rate after warm-up"},
     {"key": "dropout", "label": "P_drop"}, {"key": "attention_dropout", "label": "attention"},
     {"key": "ffn_dropout", "label": "ReLU"}, {"key": "label_smoothing", "label": "eps_ls"},
     {"key": "dev_bleu_latest", "label": "dev BLEU latest", "format": "{:.2f}"},
@@ -57,7 +65,8 @@ class RecipeStudyOptions:
       data_dir: a prepared data directory (scripts/prepare_data.py).
       work_dir: where the runs' model directories go (work_dir/<run>/).
       results: the results file, rewritten after each finished run.
-      preset: the Transformer preset both recipes start from.
+      preset: the Transformer preset every arm starts from.
+      arms: the ARMS to train, in this order within a budget.
       steps, seeds: the step budgets and the seeds.
       dev_limit: dev sentences for BLEU (None: all); the NLL is the whole dev set's.
       command: the command line, recorded in the results file.
@@ -67,6 +76,7 @@ class RecipeStudyOptions:
     work_dir: str
     results: str
     preset: str = "multi30k"
+    arms: tuple = tuple(ARMS)
     steps: tuple = DEFAULT_STEPS
     seeds: tuple = DEFAULT_SEEDS
     eval_every: int = 500
@@ -88,29 +98,39 @@ class StudyMismatch(ValueError):
     """The results file holds a study of other settings."""
 
 
-def run_directory(work_dir, recipe: str, steps: int, seed: int) -> pathlib.Path:
+def run_directory(work_dir, arm: str, steps: int, seed: int) -> pathlib.Path:
     """The model directory of one run: the preset's recipe shares one per seed (the larger
-    budget continues the smaller), a planned run has its own."""
-    name = f"preset-seed{seed}" if recipe == "preset" else f"planned-{steps}-seed{seed}"
+    budget continues the smaller), a planned arm's run has its own."""
+    name = f"preset-seed{seed}" if arm == "preset" else f"{arm}-{steps}-seed{seed}"
     return pathlib.Path(work_dir) / name
 
 
-def row_key(recipe: str, steps: int, seed: int) -> str:
-    return f"{recipe}-{steps}-seed{seed}"
+def row_key(arm: str, steps: int, seed: int) -> str:
+    return f"{arm}-{steps}-seed{seed}"
+
+
+def gain_key(arm: str, metric: str, steps: int) -> str:
+    """The results value of `arm`'s gain: "gain_<metric>_<steps>" for the planned recipe,
+    "gain_<arm>_<metric>_<steps>" (dashes as underscores) for another arm."""
+    prefix = "gain_" if arm == "planned" else f"gain_{arm.replace('-', '_')}_"
+    return f"{prefix}{metric}_{steps}"
 
 
 def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_averaged") -> dict:
-    """Per step budget, planned minus preset `metric`, paired by seed and averaged over the
-    seeds that have both: {"gain_<metric>_<steps>": mean, ...}; budgets with no pair are
-    left out."""
+    """Per arm and step budget, the arm's `metric` minus the preset's, paired by seed and
+    averaged over the seeds that have both: {gain_key(arm, metric, steps): mean, ...};
+    arms and budgets with no pair are left out."""
     by_key = {row["key"]: row for row in rows}
     gains = {}
-    for budget in steps:
-        pairs = [(by_key[row_key("planned", budget, r["seed"])][metric], r[metric])
-                 for r in rows if r["recipe"] == "preset" and r["steps"] == budget
-                 and row_key("planned", budget, r["seed"]) in by_key]
-        if pairs:
-            gains[f"gain_{metric}_{budget}"] = statistics.mean(p - q for p, q in pairs)
+    for arm in ARMS:
+        if arm == "preset":
+            continue
+        for budget in steps:
+            pairs = [(by_key[row_key(arm, budget, r["seed"])][metric], r[metric])
+                     for r in rows if r["recipe"] == "preset" and r["steps"] == budget
+                     and row_key(arm, budget, r["seed"]) in by_key]
+            if pairs:
+                gains[gain_key(arm, metric, budget)] = statistics.mean(p - q for p, q in pairs)
     return gains
 
 
@@ -120,16 +140,17 @@ def results_document(rows: list[dict], options: RecipeStudyOptions, started: dic
     for metric in ("dev_bleu_averaged", "dev_bleu_latest"):
         values.update({k: round(v, 2) for k, v in paired_gains(rows, options.steps,
                                                                metric).items()})
-    shown = [f"{{gain_dev_bleu_averaged_{s}:+.2f}} at {s:,} steps" for s in options.steps
-             if f"gain_dev_bleu_averaged_{s}" in values]
+    shown = [f"{{{gain_key('planned', 'dev_bleu_averaged', s)}:+.2f}} at {s:,} steps"
+             for s in options.steps if gain_key("planned", "dev_bleu_averaged", s) in values]
     headline = ("planned minus preset recipe, dev BLEU: " + ", ".join(shown) if shown
                 else "{runs} runs finished")
     units = {k: "BLEU" for k in values if k.startswith("gain_")}
     dev = "all dev sentences" if options.dev_limit is None else f"first {options.dev_limit}"
     return {
         "what": (f"Multi30k-style dev set ({dev}), beam {options.beam_size}, alpha "
-                 f"{options.alpha}: the preset {options.preset!r} with its own recipe and "
-                 f"with the planned recipe (docs/training.md), at equal steps "
+                 f"{options.alpha}: the preset {options.preset!r} with its own recipe, "
+                 f"with the planned recipe (docs/training.md) and with the planned recipe "
+                 f"keeping the paper's decaying rate (inverse_sqrt), at equal steps "
                  f"{', '.join(f'{s:,}' for s in options.steps)}, seeds "
                  f"{', '.join(map(str, options.seeds))}; gains paired by seed"),
         "title": "Budget-aware recipe against today's, at equal steps (dev BLEU)",
@@ -158,15 +179,16 @@ def _read_rows(path: pathlib.Path, options: RecipeStudyOptions) -> tuple[list[di
     return document["rows"], {k: document[k] for k in ("commit", "machine", "date")}
 
 
-def _train_run(recipe: str, steps: int, seed: int, options: RecipeStudyOptions):
+def _train_run(arm: str, steps: int, seed: int, options: RecipeStudyOptions):
     from transformer_tf.training.fit import TrainOptions, train
 
+    recipe, settings = ARMS[arm]
     return train(TrainOptions(
-        data_dir=options.data_dir, model_dir=str(run_directory(options.work_dir, recipe,
+        data_dir=options.data_dir, model_dir=str(run_directory(options.work_dir, arm,
                                                                steps, seed)),
-        preset=options.preset, training_overrides={"seed": seed}, max_steps=steps,
-        eval_every=options.eval_every, validation_sentences=0, precision=options.precision,
-        verbose=options.verbose, recipe=recipe))
+        preset=options.preset, training_overrides={"seed": seed, **settings},
+        max_steps=steps, eval_every=options.eval_every, validation_sentences=0,
+        precision=options.precision, verbose=options.verbose, recipe=recipe))
 
 
 def _score_run(model_dir: pathlib.Path, options: RecipeStudyOptions) -> dict:
@@ -196,7 +218,7 @@ def run_recipe_study(options: RecipeStudyOptions, train_run: Callable | None = N
                      score_run: Callable | None = None, say: Callable = _say) -> dict:
     """Train and score every run not in the results file yet; returns the results document.
 
-    `train_run(recipe, steps, seed, options)` -> TrainResult and `score_run(model_dir,
+    `train_run(arm, steps, seed, options)` -> TrainResult and `score_run(model_dir,
     options)` -> dev scores default to real training and scoring (tests pass fakes)."""
     from transformer_tf.rundir.model_dir import read_run_config
 
@@ -205,27 +227,31 @@ def run_recipe_study(options: RecipeStudyOptions, train_run: Callable | None = N
     path.parent.mkdir(parents=True, exist_ok=True)
     rows, started = _read_rows(path, options)
     done = {row["key"] for row in rows}
-    plan = [(seed, steps, recipe) for steps in sorted(options.steps) for recipe in RECIPES
+    unknown = sorted(set(options.arms) - set(ARMS))
+    if unknown:
+        raise ValueError(f"arms: unknown {unknown}; expected some of {list(ARMS)}")
+    plan = [(seed, steps, arm) for steps in sorted(options.steps) for arm in options.arms
             for seed in options.seeds]
-    for index, (seed, steps, recipe) in enumerate(plan, start=1):
-        key = row_key(recipe, steps, seed)
+    for index, (seed, steps, arm) in enumerate(plan, start=1):
+        key = row_key(arm, steps, seed)
         if key in done:
             say(f"[{index}/{len(plan)}] {key}: done before, kept")
             continue
         say(f"[{index}/{len(plan)}] {key}: training")
-        result = train_run(recipe, steps, seed, options)
+        result = train_run(arm, steps, seed, options)
         set_aside_live_objects()  # runs train and trace in one process, one after another
-        model_dir = run_directory(options.work_dir, recipe, steps, seed)
+        model_dir = run_directory(options.work_dir, arm, steps, seed)
         say(f"[{index}/{len(plan)}] {key}: scoring on the dev set")
         scores = score_run(model_dir, options)
         set_aside_live_objects()
         run = read_run_config(model_dir)
         plan_record = result.recipe_plan or {}
         rows.append({
-            "key": key, "recipe": recipe, "steps": result.step, "seed": seed,
+            "key": key, "recipe": arm, "steps": result.step, "seed": seed,
             "passes": plan_record.get("passes"),
             "warmup_steps": run.training.warmup_steps,
             "learning_rate_scale": run.training.learning_rate_scale,
+            "lr_schedule": run.training.lr_schedule,
             "dropout": run.model.dropout, "attention_dropout": run.model.attention_dropout,
             "ffn_dropout": run.model.ffn_dropout,
             "label_smoothing": run.training.label_smoothing,

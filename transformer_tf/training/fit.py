@@ -52,7 +52,7 @@ from transformer_tf.training.keep_best import EarlyStopping, KeepBest
 from transformer_tf.training.optimizer import FusedAdam
 from transformer_tf.training.plateau import ShrinkOnPlateau, mean_dev_nll
 from transformer_tf.training.precision import resolve_precision
-from transformer_tf.training.schedule import TransformerSchedule
+from transformer_tf.training.schedule import TransformerSchedule, WarmupHoldCooldown
 from transformer_tf.training.speed_probe import probe_speed
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.validation import ValidationTranslations
@@ -174,15 +174,21 @@ def _keep_recorded_grammar(run, model_dir) -> model_dir_lib.RunConfig:
 
 def make_optimizer(training: TrainingConfig, model_width: int) -> keras.optimizers.Optimizer:
     """The optimizer `training.optimizer` names: "adam", the paper's Adam with the warm-up
-    schedule over `model_width` (d_model); "nesterov", ConvS2S's SGD with Nesterov
+    schedule `training.lr_schedule` names over `model_width` (d_model); "nesterov", ConvS2S's SGD with Nesterov
     momentum at a learning rate that `plateau.ShrinkOnPlateau` lowers. Both clip the
     global gradient norm at `training.clip_norm` (if set)."""
     if training.optimizer == "nesterov":
         return keras.optimizers.SGD(
             learning_rate=training.learning_rate, momentum=training.momentum, nesterov=True,
             global_clipnorm=training.clip_norm)
-    schedule = TransformerSchedule(d_model=model_width, warmup_steps=training.warmup_steps,
-                                   scale=training.learning_rate_scale)
+    if training.lr_schedule == "warmup_hold_cooldown":
+        schedule = WarmupHoldCooldown(
+            d_model=model_width, warmup_steps=training.warmup_steps,
+            scale=training.learning_rate_scale, schedule_steps=training.schedule_steps,
+            cooldown_steps=training.cooldown_steps)
+    else:
+        schedule = TransformerSchedule(d_model=model_width, warmup_steps=training.warmup_steps,
+                                       scale=training.learning_rate_scale)
     return FusedAdam(learning_rate=schedule, beta_1=training.adam_beta_1,
                      beta_2=training.adam_beta_2, epsilon=training.adam_epsilon,
                      global_clipnorm=training.clip_norm)
@@ -435,6 +441,10 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         planned_steps = math.ceil(options.epochs * steps_per_pass())
     else:
         planned_steps = options.max_steps or 10**12  # a time budget alone: "forever"
+    schedule_end = _schedule_end(run.training)
+    ends_with_schedule = schedule_end is not None and schedule_end < planned_steps
+    if ends_with_schedule:
+        planned_steps = schedule_end  # past it every update has rate 0
     # Pairs over run.training.max_length are dropped from training (and counted); the
     # validation loss covers every dev pair, in order (over-long sides truncated).
     drops = DropCounter()
@@ -523,6 +533,10 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         stopped_by = "plateau"
         stop_reason = (f"the learning rate fell below its minimum "
                        f"{run.training.min_learning_rate:g} (dev NLL stopped improving)")
+    elif ends_with_schedule:
+        stopped_by = "steps"
+        stop_reason = (f"reached step {planned_steps}, where the learning rate's cool-down "
+                       "ends (lr_schedule warmup_hold_cooldown)")
     else:
         stopped_by, stop_reason = "steps", f"reached the planned step {planned_steps}"
     return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
@@ -534,6 +548,13 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                        tokens_per_batch=run.training.tokens_per_batch,
                        recipe_plan=plan.to_dict() if plan is not None else None,
                        stop_reason=stop_reason)
+
+
+def _schedule_end(training: TrainingConfig) -> int | None:
+    """The last step of a learning-rate schedule that ends (its rate is 0 after), else None."""
+    if training.optimizer == "adam" and training.lr_schedule == "warmup_hold_cooldown":
+        return training.schedule_steps
+    return None
 
 
 def _recipe_plan(options: TrainOptions, run, model_dir: pathlib.Path, strategy, pooled,

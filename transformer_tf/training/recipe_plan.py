@@ -14,6 +14,10 @@ The rules (docs/training.md has the same table, with the literature behind it):
   warm-up   W = clamp(WARMUP_FRACTION * S, 2 / (1 - beta_2), the config's warm-up)
   LR scale  the config's scale * sqrt(W / the config's warm-up): the peak rate
             scale * (d_model * W)^-0.5 stays the config's, the warm-up is just shorter
+  shape     "warmup_hold_cooldown": the peak is held after the warm-up, and the rate falls
+            linearly to zero over the last C = round(TAIL_FRACTION * S) steps, the part of
+            the run the averaged checkpoints come from (schedule_steps S, cooldown_steps C;
+            a time plan stops at S if it gets there early)
   dropouts  by P, from `REGULARISATION_TIERS` (residual, attention weights, ReLU; label
             smoothing)
   cadence   a step plan saves every floor(TAIL_FRACTION * S / average_last) steps, so the
@@ -31,6 +35,7 @@ import math
 from typing import Any
 
 from transformer_tf.training.averaging import TAIL_FRACTION
+from transformer_tf.training.rate_formula import cooldown_steps_of
 
 WARMUP_FRACTION = 0.1
 
@@ -56,8 +61,9 @@ REGULARISATION_TIERS = (
 )
 
 MODEL_FIELDS = ("dropout", "attention_dropout", "ffn_dropout")
-TRAINING_FIELDS = ("warmup_steps", "learning_rate_scale", "label_smoothing",
-                   "checkpoint_every_steps")
+TRAINING_FIELDS = ("warmup_steps", "learning_rate_scale", "lr_schedule", "schedule_steps",
+                   "cooldown_steps", "label_smoothing", "checkpoint_every_steps")
+PLANNED_SCHEDULE = "warmup_hold_cooldown"
 # A planned field is left alone when the user set it, or set another field that decides
 # the same thing (a checkpoint period in minutes is a cadence too).
 USER_FIELDS_THAT_DECIDE = {"checkpoint_every_steps": ("checkpoint_every_steps",
@@ -199,6 +205,7 @@ def plan_recipe(*, steps_per_pass: float, model_config, training_config,
         "warmup_steps": warmup,
         "learning_rate_scale": round(training_config.learning_rate_scale
                                      * math.sqrt(warmup / config_warmup), 6),
+        **_schedule_candidates(training_config, user_fields, planned_steps),
         "label_smoothing": tier.label_smoothing,
         "checkpoint_every_steps": (max(1, math.floor(
             TAIL_FRACTION * planned_steps / training_config.average_last))
@@ -224,6 +231,17 @@ def plan_recipe(*, steps_per_pass: float, model_config, training_config,
                       probe_seconds=probe, planned_steps=planned_steps,
                       steps_per_pass=float(steps_per_pass), passes=passes, tier=tier.name,
                       settings=settings, kept=kept, checkpoint_every_minutes=minutes)
+
+
+def _schedule_candidates(training_config, user_fields, planned_steps: int) -> dict:
+    """The planned shape (module doc), unless the user chose the shape: then only the
+    budget fields of a shape that has them (a user's own values stand, as any field's)."""
+    shape = (training_config.lr_schedule if "lr_schedule" in user_fields
+             else PLANNED_SCHEDULE)
+    if shape != "warmup_hold_cooldown":
+        return {"lr_schedule": shape}
+    return {"lr_schedule": shape, "schedule_steps": planned_steps,
+            "cooldown_steps": cooldown_steps_of(planned_steps, TAIL_FRACTION)}
 
 
 def heaviest_dropouts(model_config, user_fields=frozenset()) -> dict:

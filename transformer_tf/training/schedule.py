@@ -19,6 +19,10 @@ and so on: `schedule(i)` == `transformer_learning_rate(i + 1, ...)`.
 `accumulation_steps` exists because with `gradient_accumulation_steps=k` a Keras 3 optimizer
 passes its raw counter (one tick per *micro-batch*) to the schedule; dividing by k makes the
 schedule count real parameter updates, as in the paper. Leave it at 1 otherwise.
+
+`WarmupHoldCooldown` is the budget-aware recipe's shape (training/recipe_plan.py): the same
+warm-up to the same peak, the peak held, and a linear cool-down to zero over the last part
+of a known budget (`rate_formula.warmup_hold_cooldown`), with the same step numbering.
 """
 from __future__ import annotations
 
@@ -28,8 +32,22 @@ from keras import ops
 from transformer_tf.training.rate_formula import (
     peak_learning_rate, scale_for_peak, transformer_learning_rate)
 
-__all__ = ["TransformerSchedule", "peak_learning_rate", "scale_for_peak",
-           "transformer_learning_rate"]
+__all__ = ["TransformerSchedule", "WarmupHoldCooldown", "peak_learning_rate",
+           "scale_for_peak", "transformer_learning_rate"]
+
+
+def _paper_step(iterations, accumulation_steps: int):
+    """The paper's 1-based update number of the optimizer's 0-based counter (module doc)."""
+    step = ops.cast(iterations, "float32")
+    if accumulation_steps > 1:
+        step = ops.floor(step / float(accumulation_steps))
+    return step + 1.0
+
+
+def _check_positive(**values) -> None:
+    for name, value in values.items():
+        if value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
 
 
 @keras.saving.register_keras_serializable(package="transformer_tf")
@@ -61,14 +79,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, d_model: int, warmup_steps: int = 4000, scale: float = 1.0,
                  accumulation_steps: int = 1, name: str | None = None):
         super().__init__()
-        if int(d_model) <= 0:
-            raise ValueError(f"d_model must be positive, got {d_model}")
-        if int(warmup_steps) <= 0:
-            raise ValueError(f"warmup_steps must be positive, got {warmup_steps}")
-        if float(scale) <= 0:
-            raise ValueError(f"scale must be positive, got {scale}")
-        if int(accumulation_steps) <= 0:
-            raise ValueError(f"accumulation_steps must be positive, got {accumulation_steps}")
+        _check_positive(d_model=int(d_model), warmup_steps=int(warmup_steps),
+                        scale=float(scale), accumulation_steps=int(accumulation_steps))
         self.d_model = int(d_model)
         self.warmup_steps = int(warmup_steps)
         self.scale = float(scale)
@@ -76,11 +88,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.name = name
 
     def __call__(self, step):
-        # Optimizer iterations start at 0; the paper's steps start at 1 (see module doc).
-        step = ops.cast(step, "float32")
-        if self.accumulation_steps > 1:
-            step = ops.floor(step / float(self.accumulation_steps))
-        step = step + 1.0
+        step = _paper_step(step, self.accumulation_steps)
         # lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
         factor = self.scale * self.d_model ** -0.5
         decay = ops.rsqrt(step)
@@ -100,3 +108,61 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "accumulation_steps": self.accumulation_steps,
             "name": self.name,
         }
+
+
+@keras.saving.register_keras_serializable(package="transformer_tf")
+class WarmupHoldCooldown(keras.optimizers.schedules.LearningRateSchedule):
+    """Equation 3's warm-up to its peak, the peak held, then a linear cool-down to zero over
+    the last `cooldown_steps` of a budget of `schedule_steps` updates; Keras-serialisable.
+
+    At paper step s (counted as `TransformerSchedule` counts it):
+
+        lrate = scale * (d_model * warmup_steps)^-0.5 * min(1, s / warmup_steps)
+                * clip((schedule_steps + 1 - s) / cooldown_steps, 0, 1)
+
+    Args:
+      d_model, warmup_steps, scale, accumulation_steps: as `TransformerSchedule`; the
+        warm-up and the peak are the same as its.
+      schedule_steps: the budget, in updates; its last update takes peak / cooldown_steps,
+        any later one 0.
+      cooldown_steps: the updates over which the rate falls (<= schedule_steps).
+      name: optional name.
+
+    Returns (called with the optimizer's 0-based counter): a float32 scalar, the rate.
+    """
+
+    def __init__(self, d_model: int, warmup_steps: int, scale: float, schedule_steps: int,
+                 cooldown_steps: int, accumulation_steps: int = 1, name: str | None = None):
+        super().__init__()
+        _check_positive(d_model=int(d_model), warmup_steps=int(warmup_steps),
+                        scale=float(scale), schedule_steps=int(schedule_steps),
+                        cooldown_steps=int(cooldown_steps),
+                        accumulation_steps=int(accumulation_steps))
+        if int(cooldown_steps) > int(schedule_steps):
+            raise ValueError(f"cooldown_steps ({cooldown_steps}) must not exceed "
+                             f"schedule_steps ({schedule_steps})")
+        self.d_model = int(d_model)
+        self.warmup_steps = int(warmup_steps)
+        self.scale = float(scale)
+        self.schedule_steps = int(schedule_steps)
+        self.cooldown_steps = int(cooldown_steps)
+        self.accumulation_steps = int(accumulation_steps)
+        self.name = name
+
+    def __call__(self, step):
+        step = _paper_step(step, self.accumulation_steps)
+        warm = ops.minimum(1.0, step / float(self.warmup_steps))
+        cool = ops.clip((self.schedule_steps + 1.0 - step) / float(self.cooldown_steps),
+                        0.0, 1.0)
+        return self.peak_learning_rate * warm * cool
+
+    @property
+    def peak_learning_rate(self) -> float:
+        """The held rate: scale * (d_model * warmup_steps)^-0.5, equation 3's peak."""
+        return peak_learning_rate(self.d_model, self.warmup_steps, self.scale)
+
+    def get_config(self) -> dict:
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
+                "scale": self.scale, "schedule_steps": self.schedule_steps,
+                "cooldown_steps": self.cooldown_steps,
+                "accumulation_steps": self.accumulation_steps, "name": self.name}
