@@ -54,6 +54,7 @@ COLUMNS = [
     {"key": "dev_nll_averaged", "label": "dev NLL averaged", "format": "{:.3f}"},
     {"key": "averaged_checkpoints", "label": "averaged"},
     {"key": "train_minutes", "label": "train min", "format": "{:.1f}"},
+    {"key": "commit", "label": "commit"},
 ]
 
 
@@ -255,7 +256,8 @@ def run_recipe_study(options: RecipeStudyOptions, train_run: Callable | None = N
             "dropout": run.model.dropout, "attention_dropout": run.model.attention_dropout,
             "ffn_dropout": run.model.ffn_dropout,
             "label_smoothing": run.training.label_smoothing,
-            "train_minutes": result.trained_seconds / 60.0, **scores})
+            "train_minutes": result.trained_seconds / 60.0, **scores,
+            "commit": current_commit()})  # the code this row was trained and scored with
         document = results_document(rows, options, started)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(document, indent=1) + "\n")
