@@ -106,10 +106,12 @@ def add_export_precision_flags(parser: argparse.ArgumentParser, refused: bool = 
 
 def add_recipe_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recipe", choices=RECIPES, default="preset",
-                        help="preset (default): the preset's warm-up, dropouts and label "
-                             "smoothing as they are; planned: they follow the run's expected "
-                             "passes over the data (docs/training.md, the budget-aware "
-                             "recipe), settings you give win. A resumed run keeps its recipe")
+                        help="preset (default): the preset's warm-up, learning rate, "
+                             "dropouts and label smoothing as they are; planned: they follow "
+                             "the run's budget and expected passes over the data, the rate "
+                             "held at its peak and cooled down over the last 20%% "
+                             "(docs/training.md, the budget-aware recipe); settings you give "
+                             "win. A resumed run keeps its recipe")
 
 
 def add_early_stopping_flag(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ Examples:
   python scripts/main_job.py --model convs2s                # the same with ConvS2S
   python scripts/main_job.py --tgt fr --train-minutes 120   # En->Fr, two hours
   python scripts/main_job.py --epochs 30 --train-minutes 0  # an epoch budget instead
-  python scripts/main_job.py --recipe preset                # the preset's recipe, unplanned
+  python scripts/main_job.py --recipe planned               # the recipe planned for the budget
   python scripts/main_job.py --early-stopping 4             # stop once dev BLEU stalls
 """
 import argparse
