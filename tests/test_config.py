@@ -72,14 +72,22 @@ def test_label_smoothing_is_a_training_knob():
 def test_the_learning_rate_shape_is_checked_and_old_configs_keep_the_papers():
     with pytest.raises(ConfigError, match="lr_schedule: expected one of .*'inverse_sqrt'"):
         TrainingConfig(lr_schedule="cosine")
-    with pytest.raises(ConfigError, match="^schedule_steps: the warmup_hold_cooldown schedule "
-                                          "needs it"):
+    with pytest.raises(ConfigError, match="^schedule_steps: schedule_steps and cooldown_steps "
+                                          "go together"):
         TrainingConfig(lr_schedule="warmup_hold_cooldown", cooldown_steps=10)
+    with pytest.raises(ConfigError, match="^lr_schedule: warmup_hold_cooldown needs one clock"):
+        TrainingConfig(lr_schedule="warmup_hold_cooldown")
+    with pytest.raises(ConfigError, match="^lr_schedule: warmup_hold_cooldown needs one clock"):
+        TrainingConfig(lr_schedule="warmup_hold_cooldown", schedule_steps=20, cooldown_steps=4,
+                       cooldown_minutes=2.0)
+    with pytest.raises(ConfigError, match="^cooldown_minutes: expected a positive number"):
+        TrainingConfig(lr_schedule="warmup_hold_cooldown", cooldown_minutes=0.0)
+    assert TrainingConfig(lr_schedule="warmup_hold_cooldown", cooldown_minutes=12.0)
     with pytest.raises(ConfigError, match="^cooldown_steps: 30 exceeds schedule_steps 20"):
         TrainingConfig(lr_schedule="warmup_hold_cooldown", schedule_steps=20,
                        cooldown_steps=30)
     saved = TrainingConfig().get_config()  # a run recorded before the shapes existed
-    for name in ("lr_schedule", "schedule_steps", "cooldown_steps"):
+    for name in ("lr_schedule", "schedule_steps", "cooldown_steps", "cooldown_minutes"):
         del saved[name]
     assert TrainingConfig.from_config(saved).lr_schedule == "inverse_sqrt"
 

@@ -379,7 +379,9 @@ class TrainingConfig(_Serialisable):
         the same peak, held, then falling linearly to zero over the last `cooldown_steps`
         of `schedule_steps` (the budget-aware recipe's, training/recipe_plan.py).
       schedule_steps, cooldown_steps: the "warmup_hold_cooldown" budget and cool-down, in
-        updates (None with "inverse_sqrt").
+        updates: a step clock (None with "inverse_sqrt" or a time clock).
+      cooldown_minutes: a time clock instead: the "warmup_hold_cooldown" rate falls over the
+        last this many minutes of the run's time budget, reaching zero as it runs out.
       adam_beta_1, adam_beta_2, adam_epsilon: Adam's constants (paper: 0.9, 0.98, 1e-9).
       tokens_per_batch: global token budget of a batch, per side, counting padding
         (paper: about 25,000 source and 25,000 target tokens).
@@ -417,6 +419,7 @@ class TrainingConfig(_Serialisable):
     lr_schedule: str = "inverse_sqrt"
     schedule_steps: int | None = None
     cooldown_steps: int | None = None
+    cooldown_minutes: float | None = None
     adam_beta_1: float = 0.9
     adam_beta_2: float = 0.98
     adam_epsilon: float = 1e-9
@@ -450,16 +453,7 @@ class TrainingConfig(_Serialisable):
         _check(self.learning_rate_scale > 0, "learning_rate_scale", "must be positive")
         _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule",
                f"expected one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
-        for name in ("schedule_steps", "cooldown_steps"):
-            value = getattr(self, name)
-            _check(value is None or (isinstance(value, int) and not isinstance(value, bool)
-                                     and value > 0),
-                   name, f"expected a positive integer or None, got {value!r}")
-            _check(value is not None or self.lr_schedule != "warmup_hold_cooldown", name,
-                   "the warmup_hold_cooldown schedule needs it (updates)")
-        _check(self.cooldown_steps is None or self.schedule_steps is None
-               or self.cooldown_steps <= self.schedule_steps, "cooldown_steps",
-               f"{self.cooldown_steps} exceeds schedule_steps {self.schedule_steps}")
+        self._check_cooldown_clock()
         _check(isinstance(self.label_smoothing, (int, float)) and 0.0 <= self.label_smoothing < 1.0,
                "label_smoothing", f"expected a probability in [0, 1), got {self.label_smoothing!r}")
         _check(self.word_loss in WORD_LOSSES, "word_loss",
@@ -482,6 +476,28 @@ class TrainingConfig(_Serialisable):
         _check(0 <= self.momentum < 1, "momentum", "expected a value in [0, 1)")
         _check(0 < self.lr_shrink < 1, "lr_shrink", "expected a factor in (0, 1)")
         _check(self.min_learning_rate >= 0, "min_learning_rate", "must be non-negative")
+
+    def _check_cooldown_clock(self) -> None:
+        """A "warmup_hold_cooldown" rate has one clock: schedule_steps with cooldown_steps,
+        or cooldown_minutes."""
+        for name in ("schedule_steps", "cooldown_steps"):
+            value = getattr(self, name)
+            _check(value is None or (isinstance(value, int) and not isinstance(value, bool)
+                                     and value > 0),
+                   name, f"expected a positive integer or None, got {value!r}")
+        _check((self.schedule_steps is None) == (self.cooldown_steps is None),
+               "cooldown_steps" if self.cooldown_steps is None else "schedule_steps",
+               "schedule_steps and cooldown_steps go together (a step clock)")
+        _check(self.cooldown_steps is None or self.cooldown_steps <= self.schedule_steps,
+               "cooldown_steps",
+               f"{self.cooldown_steps} exceeds schedule_steps {self.schedule_steps}")
+        _check(self.cooldown_minutes is None or self.cooldown_minutes > 0, "cooldown_minutes",
+               f"expected a positive number of minutes or None, got {self.cooldown_minutes!r}")
+        clocks = (self.schedule_steps is not None) + (self.cooldown_minutes is not None)
+        if self.lr_schedule == "warmup_hold_cooldown":
+            _check(clocks == 1, "lr_schedule",
+                   "warmup_hold_cooldown needs one clock: schedule_steps and cooldown_steps "
+                   "(a step budget) or cooldown_minutes (a time budget)")
 
 
 GRAMMARS = ("none", "tree")

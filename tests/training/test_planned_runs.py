@@ -94,6 +94,9 @@ def test_a_time_budget_is_planned_from_a_probe_once(tiny_multi30k, tmp_path, mon
     assert plan["planned_steps"] == max(1, int((9.0 - plan["probe_seconds"]) * 2.5))
     assert "checkpoint_every_steps" not in plan["settings"]
     assert plan["checkpoint_every_minutes"] == pytest.approx(0.15 * 0.2 / 2)
+    # The rate cools over the budget's last 20% of minutes, not the probe's step estimate.
+    assert plan["settings"]["cooldown_minutes"] == pytest.approx(0.15 * 0.2)
+    assert "schedule_steps" not in plan["settings"]
     # The probe (with building its model) counts in the budget: the run's training time
     # starts from it.
     assert checkpoints.trained_seconds(result.last_checkpoint) > plan["probe_seconds"]

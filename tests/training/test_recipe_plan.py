@@ -55,15 +55,22 @@ def test_the_rules_worked_by_hand(budget, steps_per_pass, expected):
     assert settings["warmup_steps"] == warmup
     assert settings["learning_rate_scale"] == pytest.approx(scale, abs=1e-6)
     assert settings.get("checkpoint_every_steps") == cadence
-    # The peak held, then a cool-down over the last 20% of the planned steps.
-    assert (settings["lr_schedule"], settings["schedule_steps"],
-            settings["cooldown_steps"]) == ("warmup_hold_cooldown", steps, round(0.2 * steps))
     assert plan.kept == {}
+    # The peak held, then a cool-down over the last 20% of the run: of a step plan's steps,
+    # of a time budget's minutes.
+    assert settings["lr_schedule"] == "warmup_hold_cooldown"
     if "budget_minutes" in budget:
         assert plan.checkpoint_every_minutes == pytest.approx(2.4)
         assert plan.budget == "minutes" and plan.budget_steps is None
+        assert settings["cooldown_minutes"] == pytest.approx(12.0)  # 0.2 * 60
+        assert "schedule_steps" not in settings and "cooldown_steps" not in settings
     else:
         assert plan.checkpoint_every_minutes is None and plan.steps_per_second is None
+        assert (settings["schedule_steps"], settings["cooldown_steps"]) == (
+            steps, round(0.2 * steps))
+        assert "cooldown_minutes" not in settings
+    _, planned = rp.apply_plan(MULTI30K.model, MULTI30K.training, plan)  # a valid config
+    assert planned.lr_schedule == "warmup_hold_cooldown"
 
 
 def test_the_peak_learning_rate_is_the_configs():

@@ -38,3 +38,63 @@ def test_budget_counts_the_time_before_this_invocation(monkeypatch):
     assert budget.elapsed_seconds() == 599.0 and not budget._out_of_time()
     clock[0] += 1.0
     assert budget._out_of_time()
+
+
+def test_the_cooldown_factor_is_the_share_of_its_minutes_left(monkeypatch):
+    from transformer_tf.training.callbacks import TimeCooldown
+
+    clock = [0.0]
+    monkeypatch.setattr("transformer_tf.training.callbacks.time.monotonic", lambda: clock[0])
+
+    class Factor:
+        value = None
+
+        def assign(self, value):
+            self.value = value
+
+    budget = TimeBudget(max_minutes=10, seconds_before=420.0)  # 180 s of 600 left
+    factor = Factor()
+    cooldown = TimeCooldown(budget, cooldown_minutes=2.0, factor=factor)  # the last 120 s
+    budget.on_train_begin()
+    cooldown.on_train_begin()
+    assert factor.value == 1.0  # 180 s left: not cooling yet
+    for advance, expected in [(60.0, 1.0), (30.0, 0.75), (60.0, 0.25), (30.0, 0.0),
+                              (10.0, 0.0)]:
+        clock[0] += advance
+        cooldown.on_train_batch_begin(0)
+        assert factor.value == pytest.approx(expected)
+
+
+def test_a_time_clocked_run_cools_its_rate_to_near_zero_by_its_budgets_end(tiny_multi30k,
+                                                                            tmp_path):
+    """The whole budget is the cool-down: every logged rate is below the last one, and the
+    last step's is a small part of the peak (steps take well under a quarter of it)."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from transformer_tf.presets import get_preset
+    from transformer_tf.training.fit import TrainOptions, train
+    from transformer_tf.training.schedule import peak_learning_rate
+
+    result = train(TrainOptions(
+        data_dir=str(tiny_multi30k.directory), model_dir=str(tmp_path), preset="tiny",
+        model_overrides={"num_layers": 1}, eval_every=1000, validation_sentences=0,
+        verbose=0, max_minutes=0.25, log_every=1,
+        training_overrides={"lr_schedule": "warmup_hold_cooldown", "cooldown_minutes": 0.25,
+                            "warmup_steps": 1}))
+    assert result.stopped_by == "time"
+    events = EventAccumulator(str(tmp_path / "logs" / "train"), size_guidance={"tensors": 0})
+    events.Reload()
+    rates = [float(tf.make_ndarray(e.tensor_proto)) for e in events.Tensors("learning_rate")]
+    peak = peak_learning_rate(get_preset("tiny").model.d_model, 1)
+    assert len(rates) >= 2
+    assert all(b < a for a, b in zip(rates, rates[1:])) and rates[0] < peak
+    assert 0.0 <= rates[-1] < 0.25 * peak
+
+
+def test_a_time_clocked_cooldown_without_a_time_budget_is_refused(tiny_multi30k, tmp_path):
+    with pytest.raises(ValueError, match="cooldown_minutes 0.5: a time-clocked cool-down needs "
+                                         "a time budget"):
+        _train(tiny_multi30k, tmp_path, max_steps=2, training_overrides={
+            "lr_schedule": "warmup_hold_cooldown", "cooldown_minutes": 0.5})
+    assert not list(tmp_path.glob("checkpoints/ckpt-*"))

@@ -146,6 +146,29 @@ def test_warmup_hold_cooldown_round_trips_and_refuses_bad_arguments():
         WarmupHoldCooldown(32, 4, 0.5, schedule_steps=20, cooldown_steps=21)
     with pytest.raises(ValueError, match="schedule_steps must be positive"):
         WarmupHoldCooldown(32, 4, 0.5, schedule_steps=0, cooldown_steps=1)
+    with pytest.raises(ValueError, match="together"):
+        WarmupHoldCooldown(32, 4, 0.5, schedule_steps=20)
+
+
+def test_a_time_clocked_cooldown_follows_its_factor():
+    import tensorflow as tf
+    from transformer_tf.training.schedule import WarmupHoldCooldown
+
+    factor = tf.Variable(1.0)
+    schedule = WarmupHoldCooldown(64, warmup_steps=10, scale=2.0, time_factor=factor)
+    peak = 2.0 / math.sqrt(640.0)
+    assert float(schedule(4)) == pytest.approx(peak / 2)  # the warm-up, as the step clock's
+    assert float(schedule(999)) == pytest.approx(peak)  # held for any number of steps
+    factor.assign(0.25)  # a quarter of the cool-down's time left
+    assert float(schedule(999)) == pytest.approx(peak / 4)
+    assert float(schedule(4)) == pytest.approx(peak / 8)
+    traced = tf.function(lambda step: schedule(step))  # read live in a traced step, too
+    factor.assign(0.0)
+    assert float(traced(tf.constant(999))) == 0.0
+    factor.assign(0.5)
+    assert float(traced(tf.constant(999))) == pytest.approx(peak / 2)
+    rebuilt = WarmupHoldCooldown.from_config(schedule.get_config())  # no trainer: never cools
+    assert rebuilt.time_factor is not None and float(rebuilt(999)) == pytest.approx(peak)
 
 
 def test_the_optimizer_takes_the_configs_shape():

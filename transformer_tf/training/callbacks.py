@@ -247,6 +247,36 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class TimeCooldown(keras.callbacks.Callback):
+    """The time clock of a "warmup_hold_cooldown" rate (schedule.WarmupHoldCooldown): before
+    each step, sets `factor` to clip(seconds left / cooldown seconds, 0, 1) of `budget`, so
+    the rate holds until the last `cooldown_minutes` of the budget and falls linearly in
+    time to zero as the budget runs out, however fast the steps go.
+
+    Args:
+      budget: the run's TimeBudget (put it before this callback).
+      cooldown_minutes: the length of the fall, in minutes of the budget.
+      factor: the schedule's `time_factor` variable.
+    """
+
+    def __init__(self, budget: TimeBudget, cooldown_minutes: float, factor):
+        super().__init__()
+        self.budget = budget
+        self.cooldown_seconds = cooldown_minutes * 60.0
+        self.factor = factor
+
+    def value(self) -> float:
+        """The factor now: 1 before the cool-down, then the fraction of it left."""
+        left = self.budget.max_seconds - self.budget.elapsed_seconds()
+        return min(1.0, max(0.0, left / self.cooldown_seconds))
+
+    def on_train_begin(self, logs=None):
+        self.factor.assign(self.value())
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.factor.assign(self.value())
+
+
 class BudgetProgress(keras.callbacks.Callback):
     """Progress of a run planned by time alone, in place of Keras' bar (whose "epochs"
     would count up to a meaningless "Epoch 1/2000000001"): every `every_seconds` and after

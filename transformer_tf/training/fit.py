@@ -172,11 +172,13 @@ def _keep_recorded_grammar(run, model_dir) -> model_dir_lib.RunConfig:
     return dataclasses.replace(run, decoding=run.decoding.replace(grammar=recorded))
 
 
-def make_optimizer(training: TrainingConfig, model_width: int) -> keras.optimizers.Optimizer:
+def make_optimizer(training: TrainingConfig, model_width: int,
+                   time_factor=None) -> keras.optimizers.Optimizer:
     """The optimizer `training.optimizer` names: "adam", the paper's Adam with the warm-up
     schedule `training.lr_schedule` names over `model_width` (d_model); "nesterov", ConvS2S's SGD with Nesterov
     momentum at a learning rate that `plateau.ShrinkOnPlateau` lowers. Both clip the
-    global gradient norm at `training.clip_norm` (if set)."""
+    global gradient norm at `training.clip_norm` (if set). `time_factor`: the variable a
+    time-clocked "warmup_hold_cooldown" rate reads (callbacks.TimeCooldown sets it)."""
     if training.optimizer == "nesterov":
         return keras.optimizers.SGD(
             learning_rate=training.learning_rate, momentum=training.momentum, nesterov=True,
@@ -185,7 +187,7 @@ def make_optimizer(training: TrainingConfig, model_width: int) -> keras.optimize
         schedule = WarmupHoldCooldown(
             d_model=model_width, warmup_steps=training.warmup_steps,
             scale=training.learning_rate_scale, schedule_steps=training.schedule_steps,
-            cooldown_steps=training.cooldown_steps)
+            cooldown_steps=training.cooldown_steps, time_factor=time_factor)
     else:
         schedule = TransformerSchedule(d_model=model_width, warmup_steps=training.warmup_steps,
                                        scale=training.learning_rate_scale)
@@ -197,11 +199,12 @@ def make_optimizer(training: TrainingConfig, model_width: int) -> keras.optimize
 def build_model_and_optimizer(model_config, training: TrainingConfig,
                               jit_compile: bool = False,
                               family: str = DEFAULT_FAMILY,
-                              pooled=None) -> Seq2SeqTrainer:
+                              pooled=None, time_factor=None) -> Seq2SeqTrainer:
     """A compiled `Seq2SeqTrainer` over a new model of `family` (`model_config` its config
     dataclass), with the optimizer of `make_optimizer` and the training config's label
     smoothing, variables created. The model itself is `trainer.network`. `pooled`: the
-    ids the loss scores as one class (`word_loss.pooled_ids`), or None.
+    ids the loss scores as one class (`word_loss.pooled_ids`), or None. `time_factor`: as
+    `make_optimizer`'s.
 
     Call under the strategy's scope. Under a mixed_float16 global policy `compile` wraps
     the optimizer in a LossScaleOptimizer (dynamic loss scaling).
@@ -212,7 +215,7 @@ def build_model_and_optimizer(model_config, training: TrainingConfig,
                            pooled_ids=pooled)
     model.build()
     # Gradient accumulation happens in the trainer's step (one optimizer call per update).
-    model.compile(optimizer=make_optimizer(training, model.network.model_width),
+    model.compile(optimizer=make_optimizer(training, model.network.model_width, time_factor),
                   jit_compile=jit_compile)
     model.optimizer.build(model.trainable_variables)
     return model
@@ -404,9 +407,16 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
             model_dir_lib.write_recipe_plan(model_dir, plan.to_dict())
     keras.utils.set_random_seed(run.training.seed)
 
+    timed_cooldown = _time_clocked(run.training)
+    if timed_cooldown and options.max_minutes is None:
+        raise ValueError(f"cooldown_minutes {run.training.cooldown_minutes:g}: a time-clocked "
+                         "cool-down needs a time budget (max_minutes)")
     with strategy.scope():
+        time_factor = (tf.Variable(1.0, trainable=False, name="cooldown_time_factor")
+                       if timed_cooldown else None)
         model = build_model_and_optimizer(run.model, run.training, options.jit_compile,
-                                          family=run.family, pooled=pooled)
+                                          family=run.family, pooled=pooled,
+                                          time_factor=time_factor)
     # Every worker restores from MDIR's checkpoints (MDIR must be on a file system the
     # workers share): workers resuming from different states would run different numbers
     # of steps and wait forever for each other. Only the chief writes checkpoints; saving
@@ -469,8 +479,9 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     out_of_time = time_budget is not None and seconds_before >= time_budget.max_seconds
     monitor = callbacks_lib.TrainingMonitor(logdir, options.log_every, enabled=chief)
     step_stop = callbacks_lib.StopAtStep(planned_steps)
-    callbacks = [nan_stop, step_stop] + ([time_budget] if time_budget else []) + [
-        monitor, checkpoint_callback]
+    callbacks = [nan_stop, step_stop] + ([time_budget] if time_budget else []) + (
+        [callbacks_lib.TimeCooldown(time_budget, run.training.cooldown_minutes, time_factor)]
+        if timed_cooldown else []) + [monitor, checkpoint_callback]
     time_only = time_budget is not None and options.max_steps is None and options.epochs is None
     if time_only and options.verbose and chief:  # steps and minutes left, not "Epoch 1/10**9"
         callbacks.append(callbacks_lib.BudgetProgress(time_budget))
@@ -548,6 +559,12 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                        tokens_per_batch=run.training.tokens_per_batch,
                        recipe_plan=plan.to_dict() if plan is not None else None,
                        stop_reason=stop_reason)
+
+
+def _time_clocked(training: TrainingConfig) -> bool:
+    """Whether the rate's cool-down runs on the time budget's clock."""
+    return (training.optimizer == "adam" and training.lr_schedule == "warmup_hold_cooldown"
+            and training.cooldown_minutes is not None)
 
 
 def _schedule_end(training: TrainingConfig) -> int | None:

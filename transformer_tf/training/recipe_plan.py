@@ -15,9 +15,10 @@ The rules (docs/training.md has the same table, with the literature behind it):
   LR scale  the config's scale * sqrt(W / the config's warm-up): the peak rate
             scale * (d_model * W)^-0.5 stays the config's, the warm-up is just shorter
   shape     "warmup_hold_cooldown": the peak is held after the warm-up, and the rate falls
-            linearly to zero over the last C = round(TAIL_FRACTION * S) steps, the part of
-            the run the averaged checkpoints come from (schedule_steps S, cooldown_steps C;
-            a time plan stops at S if it gets there early)
+            linearly to zero over the run's last TAIL_FRACTION, the part the averaged
+            checkpoints come from: a step plan's last C = round(TAIL_FRACTION * S) steps
+            (schedule_steps S, cooldown_steps C), a time budget's last TAIL_FRACTION of its
+            minutes (cooldown_minutes), whatever its steps turn out to be
   dropouts  by P, from `REGULARISATION_TIERS` (residual, attention weights, ReLU; label
             smoothing)
   cadence   a step plan saves every floor(TAIL_FRACTION * S / average_last) steps, so the
@@ -62,7 +63,8 @@ REGULARISATION_TIERS = (
 
 MODEL_FIELDS = ("dropout", "attention_dropout", "ffn_dropout")
 TRAINING_FIELDS = ("warmup_steps", "learning_rate_scale", "lr_schedule", "schedule_steps",
-                   "cooldown_steps", "label_smoothing", "checkpoint_every_steps")
+                   "cooldown_steps", "cooldown_minutes", "label_smoothing",
+                   "checkpoint_every_steps")
 PLANNED_SCHEDULE = "warmup_hold_cooldown"
 # A planned field is left alone when the user set it, or set another field that decides
 # the same thing (a checkpoint period in minutes is a cadence too).
@@ -205,7 +207,8 @@ def plan_recipe(*, steps_per_pass: float, model_config, training_config,
         "warmup_steps": warmup,
         "learning_rate_scale": round(training_config.learning_rate_scale
                                      * math.sqrt(warmup / config_warmup), 6),
-        **_schedule_candidates(training_config, user_fields, planned_steps),
+        **_schedule_candidates(training_config, user_fields, planned_steps,
+                               budget_minutes if budget == "minutes" else None),
         "label_smoothing": tier.label_smoothing,
         "checkpoint_every_steps": (max(1, math.floor(
             TAIL_FRACTION * planned_steps / training_config.average_last))
@@ -233,13 +236,19 @@ def plan_recipe(*, steps_per_pass: float, model_config, training_config,
                       settings=settings, kept=kept, checkpoint_every_minutes=minutes)
 
 
-def _schedule_candidates(training_config, user_fields, planned_steps: int) -> dict:
+def _schedule_candidates(training_config, user_fields, planned_steps: int,
+                         budget_minutes: float | None) -> dict:
     """The planned shape (module doc), unless the user chose the shape: then only the
-    budget fields of a shape that has them (a user's own values stand, as any field's)."""
+    budget fields of a shape that has them (a user's own values stand, as any field's).
+    A step plan's cool-down counts steps; a time budget's counts its minutes (the planned
+    steps are the probe's estimate, and validation and checkpoints take time it did not
+    see)."""
     shape = (training_config.lr_schedule if "lr_schedule" in user_fields
              else PLANNED_SCHEDULE)
     if shape != "warmup_hold_cooldown":
         return {"lr_schedule": shape}
+    if budget_minutes is not None:
+        return {"lr_schedule": shape, "cooldown_minutes": round(TAIL_FRACTION * budget_minutes, 6)}
     return {"lr_schedule": shape, "schedule_steps": planned_steps,
             "cooldown_steps": cooldown_steps_of(planned_steps, TAIL_FRACTION)}
 

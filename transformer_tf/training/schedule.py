@@ -27,6 +27,7 @@ of a known budget (`rate_formula.warmup_hold_cooldown`), with the same step numb
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from transformer_tf.training.rate_formula import (
@@ -112,48 +113,67 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 @keras.saving.register_keras_serializable(package="transformer_tf")
 class WarmupHoldCooldown(keras.optimizers.schedules.LearningRateSchedule):
-    """Equation 3's warm-up to its peak, the peak held, then a linear cool-down to zero over
-    the last `cooldown_steps` of a budget of `schedule_steps` updates; Keras-serialisable.
+    """Equation 3's warm-up to its peak, the peak held, then a linear cool-down to zero at
+    the end of a known budget; Keras-serialisable. The budget's clock is steps or time.
 
     At paper step s (counted as `TransformerSchedule` counts it):
 
-        lrate = scale * (d_model * warmup_steps)^-0.5 * min(1, s / warmup_steps)
-                * clip((schedule_steps + 1 - s) / cooldown_steps, 0, 1)
+        lrate = scale * (d_model * warmup_steps)^-0.5 * min(1, s / warmup_steps) * cool
+
+        step clock:  cool = clip((schedule_steps + 1 - s) / cooldown_steps, 0, 1)
+        time clock:  cool = the value of `time_factor`, which the trainer sets before each
+                     step to clip(seconds left / cool-down seconds, 0, 1)
+                     (callbacks.TimeCooldown)
 
     Args:
       d_model, warmup_steps, scale, accumulation_steps: as `TransformerSchedule`; the
         warm-up and the peak are the same as its.
-      schedule_steps: the budget, in updates; its last update takes peak / cooldown_steps,
-        any later one 0.
-      cooldown_steps: the updates over which the rate falls (<= schedule_steps).
+      schedule_steps, cooldown_steps: the step clock: the budget in updates (its last update
+        takes peak / cooldown_steps, any later one 0) and the updates over which the rate
+        falls (<= schedule_steps). Both None: the time clock.
+      time_factor: the time clock's factor, a scalar float variable; None: one of its own,
+        at 1 (a schedule rebuilt from its config, with no trainer to set it, never cools).
       name: optional name.
 
     Returns (called with the optimizer's 0-based counter): a float32 scalar, the rate.
     """
 
-    def __init__(self, d_model: int, warmup_steps: int, scale: float, schedule_steps: int,
-                 cooldown_steps: int, accumulation_steps: int = 1, name: str | None = None):
+    def __init__(self, d_model: int, warmup_steps: int, scale: float,
+                 schedule_steps: int | None = None, cooldown_steps: int | None = None,
+                 time_factor=None, accumulation_steps: int = 1, name: str | None = None):
         super().__init__()
         _check_positive(d_model=int(d_model), warmup_steps=int(warmup_steps),
-                        scale=float(scale), schedule_steps=int(schedule_steps),
-                        cooldown_steps=int(cooldown_steps),
-                        accumulation_steps=int(accumulation_steps))
-        if int(cooldown_steps) > int(schedule_steps):
-            raise ValueError(f"cooldown_steps ({cooldown_steps}) must not exceed "
-                             f"schedule_steps ({schedule_steps})")
+                        scale=float(scale), accumulation_steps=int(accumulation_steps))
+        if (schedule_steps is None) != (cooldown_steps is None):
+            raise ValueError("give schedule_steps and cooldown_steps together (a step clock), "
+                             "or neither (a time clock)")
+        if schedule_steps is not None:
+            _check_positive(schedule_steps=int(schedule_steps),
+                            cooldown_steps=int(cooldown_steps))
+            if int(cooldown_steps) > int(schedule_steps):
+                raise ValueError(f"cooldown_steps ({cooldown_steps}) must not exceed "
+                                 f"schedule_steps ({schedule_steps})")
+            schedule_steps, cooldown_steps = int(schedule_steps), int(cooldown_steps)
+        elif time_factor is None:
+            time_factor = tf.Variable(1.0, trainable=False, dtype=tf.float32,
+                                      name="cooldown_time_factor")
         self.d_model = int(d_model)
         self.warmup_steps = int(warmup_steps)
         self.scale = float(scale)
-        self.schedule_steps = int(schedule_steps)
-        self.cooldown_steps = int(cooldown_steps)
+        self.schedule_steps = schedule_steps
+        self.cooldown_steps = cooldown_steps
+        self.time_factor = time_factor if schedule_steps is None else None
         self.accumulation_steps = int(accumulation_steps)
         self.name = name
 
     def __call__(self, step):
         step = _paper_step(step, self.accumulation_steps)
         warm = ops.minimum(1.0, step / float(self.warmup_steps))
-        cool = ops.clip((self.schedule_steps + 1.0 - step) / float(self.cooldown_steps),
-                        0.0, 1.0)
+        if self.time_factor is not None:
+            cool = ops.cast(self.time_factor, "float32")
+        else:
+            cool = ops.clip((self.schedule_steps + 1.0 - step) / float(self.cooldown_steps),
+                            0.0, 1.0)
         return self.peak_learning_rate * warm * cool
 
     @property
