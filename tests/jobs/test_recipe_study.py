@@ -42,8 +42,10 @@ class Fakes:
 
     def score(self, model_dir, options):
         latest, averaged = BLEU[self.trained[-1]]
+        kept = "averaged" if averaged > latest else "latest"  # as the rule would, here
         return {"dev_bleu_latest": latest, "dev_nll_latest": 1.5, "dev_bleu_averaged": averaged,
-                "dev_nll_averaged": 1.4, "averaged_checkpoints": 5}
+                "dev_nll_averaged": 1.4, "averaged_checkpoints": 5, "kept": kept,
+                "dev_bleu_kept": max(latest, averaged)}
 
 
 def _options(tmp_path, **changes):
@@ -72,15 +74,22 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
     # (36-37 + 38-36) / 2 = 0.5 at 2000; latest (1.5 + 1.0) / 2 and (0.5 + 2.0) / 2.
     # planned-inverse-sqrt - preset: averaged (30-31 + 29-30) / 2 = -1 and
     # (36.5-37 + 35-36) / 2 = -0.75; latest (0.5 + 0.5) / 2 and (0 + 0.5) / 2.
+    # Kept (the better of the two here): planned (33-31 + 31-30) / 2 = 1.5 and
+    # (36.5-37 + 38-36) / 2 = 0.75; planned-inverse-sqrt (30.5-31 + 29.5-30) / 2 = -0.5
+    # and (36.5-37 + 35.5-36) / 2 = -0.5.
     assert document["values"] == {
-        "runs": 12, "gain_dev_bleu_averaged_1000": 1.5, "gain_dev_bleu_averaged_2000": 0.5,
+        "runs": 12, "gain_dev_bleu_kept_1000": 1.5, "gain_dev_bleu_kept_2000": 0.75,
+        "gain_planned_inverse_sqrt_dev_bleu_kept_1000": -0.5,
+        "gain_planned_inverse_sqrt_dev_bleu_kept_2000": -0.5,
+        "gain_dev_bleu_averaged_1000": 1.5, "gain_dev_bleu_averaged_2000": 0.5,
         "gain_dev_bleu_latest_1000": 1.25, "gain_dev_bleu_latest_2000": 1.25,
         "gain_planned_inverse_sqrt_dev_bleu_averaged_1000": -1.0,
         "gain_planned_inverse_sqrt_dev_bleu_averaged_2000": -0.75,
         "gain_planned_inverse_sqrt_dev_bleu_latest_1000": 0.5,
         "gain_planned_inverse_sqrt_dev_bleu_latest_2000": 0.25}
     assert (results_tables.headline(document)
-            == "planned minus preset recipe, dev BLEU: +1.50 at 1,000 steps, +0.50 at 2,000 steps")
+            == "planned minus preset recipe, dev BLEU of the checkpoint each keeps: +1.50 at "
+               "1,000 steps, +0.75 at 2,000 steps")
     row = next(r for r in document["rows"] if r["key"] == "planned-1000-seed1")
     assert (row["recipe"], row["passes"], row["dropout"], row["train_minutes"]) == (
         "planned", pytest.approx(1000 / 111), 0.2, 1.0)
@@ -119,7 +128,7 @@ def test_arms_can_be_chosen_and_unknown_ones_are_refused(tmp_path):
     fakes = Fakes(options)
     document = study.run_recipe_study(options, fakes.train, fakes.score, say=lambda _: None)
     assert fakes.trained == [("preset", 1000, 1), ("planned", 1000, 1)]
-    assert document["values"]["gain_dev_bleu_averaged_1000"] == 2.0  # 33 - 31
+    assert document["values"]["gain_dev_bleu_kept_1000"] == 2.0  # 33 - 31
     with pytest.raises(ValueError, match="unknown \\['fast'\\]"):
         study.run_recipe_study(_options(tmp_path, arms=("fast",)), fakes.train, fakes.score,
                                say=lambda _: None)

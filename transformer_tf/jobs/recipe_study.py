@@ -1,6 +1,7 @@
 """Today's recipe against the planned one (training/recipe_plan.py) at equal steps, on the
 development set: each arm trained for each step budget with each seed, scored with beam
-search on the dev set (its latest checkpoint, and the average the main job would keep).
+search on the dev set: its latest checkpoint, the average of its final checkpoints, and
+the one of the two the main job's dev-set rule keeps (inference/selection.py).
 
     for steps, arm, seed in STEPS x ARMS x SEEDS:
         train `arm` for `steps` steps with `seed`; score latest and averaged on dev
@@ -52,6 +53,8 @@ COLUMNS = [
     {"key": "dev_bleu_averaged", "label": "dev BLEU averaged", "format": "{:.2f}"},
     {"key": "dev_nll_latest", "label": "dev NLL latest", "format": "{:.3f}"},
     {"key": "dev_nll_averaged", "label": "dev NLL averaged", "format": "{:.3f}"},
+    {"key": "kept", "label": "kept"},
+    {"key": "dev_bleu_kept", "label": "dev BLEU kept", "format": "{:.2f}"},
     {"key": "averaged_checkpoints", "label": "averaged"},
     {"key": "train_minutes", "label": "train min", "format": "{:.1f}"},
     {"key": "commit", "label": "commit"},
@@ -117,10 +120,10 @@ def gain_key(arm: str, metric: str, steps: int) -> str:
     return f"{prefix}{metric}_{steps}"
 
 
-def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_averaged") -> dict:
+def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_kept") -> dict:
     """Per arm and step budget, the arm's `metric` minus the preset's, paired by seed and
     averaged over the seeds that have both: {gain_key(arm, metric, steps): mean, ...};
-    arms and budgets with no pair are left out."""
+    arms and budgets with no pair (or rows without `metric`) are left out."""
     by_key = {row["key"]: row for row in rows}
     gains = {}
     for arm in ARMS:
@@ -129,7 +132,8 @@ def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_averaged") -> 
         for budget in steps:
             pairs = [(by_key[row_key(arm, budget, r["seed"])][metric], r[metric])
                      for r in rows if r["recipe"] == "preset" and r["steps"] == budget
-                     and row_key(arm, budget, r["seed"]) in by_key]
+                     and metric in r
+                     and metric in by_key.get(row_key(arm, budget, r["seed"]), {})]
             if pairs:
                 gains[gain_key(arm, metric, budget)] = statistics.mean(p - q for p, q in pairs)
     return gains
@@ -138,13 +142,13 @@ def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_averaged") -> 
 def results_document(rows: list[dict], options: RecipeStudyOptions, started: dict) -> dict:
     """The results file's content for the rows so far (results/README.md's fields)."""
     values = {"runs": len(rows)}
-    for metric in ("dev_bleu_averaged", "dev_bleu_latest"):
+    for metric in ("dev_bleu_kept", "dev_bleu_averaged", "dev_bleu_latest"):
         values.update({k: round(v, 2) for k, v in paired_gains(rows, options.steps,
                                                                metric).items()})
-    shown = [f"{{{gain_key('planned', 'dev_bleu_averaged', s)}:+.2f}} at {s:,} steps"
-             for s in options.steps if gain_key("planned", "dev_bleu_averaged", s) in values]
-    headline = ("planned minus preset recipe, dev BLEU: " + ", ".join(shown) if shown
-                else "{runs} runs finished")
+    shown = [f"{{{gain_key('planned', 'dev_bleu_kept', s)}:+.2f}} at {s:,} steps"
+             for s in options.steps if gain_key("planned", "dev_bleu_kept", s) in values]
+    headline = ("planned minus preset recipe, dev BLEU of the checkpoint each keeps: "
+                + ", ".join(shown) if shown else "{runs} runs finished")
     units = {k: "BLEU" for k in values if k.startswith("gain_")}
     dev = "all dev sentences" if options.dev_limit is None else f"first {options.dev_limit}"
     return {
@@ -208,7 +212,8 @@ def _score_run(model_dir: pathlib.Path, options: RecipeStudyOptions) -> dict:
     averaged = scores.get("averaged", scores["latest"])
     return {"dev_bleu_latest": scores["latest"].bleu, "dev_nll_latest": scores["latest"].nll,
             "dev_bleu_averaged": averaged.bleu, "dev_nll_averaged": averaged.nll,
-            "averaged_checkpoints": len(selection.averaged_sources)}
+            "averaged_checkpoints": len(selection.averaged_sources),
+            "kept": selection.chosen.name, "dev_bleu_kept": selection.chosen.bleu}
 
 
 def _say(message: str) -> None:
@@ -263,5 +268,5 @@ def run_recipe_study(options: RecipeStudyOptions, train_run: Callable | None = N
         tmp.write_text(json.dumps(document, indent=1) + "\n")
         tmp.replace(path)
         say(f"[{index}/{len(plan)}] {key}: dev BLEU latest {scores['dev_bleu_latest']:.2f}, "
-            f"averaged {scores['dev_bleu_averaged']:.2f} -> {path}")
+            f"averaged {scores['dev_bleu_averaged']:.2f}, kept {scores['kept']} -> {path}")
     return results_document(rows, options, started)
