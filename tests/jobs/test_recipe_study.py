@@ -81,6 +81,11 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
         "runs": 12, "gain_dev_bleu_kept_1000": 1.5, "gain_dev_bleu_kept_2000": 0.75,
         "gain_planned_inverse_sqrt_dev_bleu_kept_1000": -0.5,
         "gain_planned_inverse_sqrt_dev_bleu_kept_2000": -0.5,
+        "seeds_dev_bleu_kept_1000": 2, "seeds_dev_bleu_kept_2000": 2,
+        "seeds_planned_inverse_sqrt_dev_bleu_kept_1000": 2,
+        "seeds_planned_inverse_sqrt_dev_bleu_kept_2000": 2,
+        # The preset's kept BLEU: 31 and 30 at 1000, 37 and 36 at 2000.
+        "spread_preset_dev_bleu_kept_1000": 1.0, "spread_preset_dev_bleu_kept_2000": 1.0,
         "gain_dev_bleu_averaged_1000": 1.5, "gain_dev_bleu_averaged_2000": 0.5,
         "gain_dev_bleu_latest_1000": 1.25, "gain_dev_bleu_latest_2000": 1.25,
         "gain_planned_inverse_sqrt_dev_bleu_averaged_1000": -1.0,
@@ -90,6 +95,10 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
     assert (results_tables.headline(document)
             == "planned minus preset recipe, dev BLEU of the checkpoint each keeps: +1.50 at "
                "1,000 steps, +0.75 at 2,000 steps")
+    assert results_tables.render_sentences(tmp_path / "results", "recipe_study")[0].startswith(
+        "At 1,000 steps, planned minus preset on the checkpoint each keeps: +1.50 dev BLEU, the "
+        "mean of 2 seed(s); the preset's own seeds differ by 1.00. At 1,000 steps, "
+        "planned-inverse-sqrt minus preset")
     row = next(r for r in document["rows"] if r["key"] == "planned-1000-seed1")
     assert (row["recipe"], row["passes"], row["dropout"], row["train_minutes"]) == (
         "planned", pytest.approx(1000 / 111), 0.2, 1.0)
@@ -129,6 +138,7 @@ def test_arms_can_be_chosen_and_unknown_ones_are_refused(tmp_path):
     document = study.run_recipe_study(options, fakes.train, fakes.score, say=lambda _: None)
     assert fakes.trained == [("preset", 1000, 1), ("planned", 1000, 1)]
     assert document["values"]["gain_dev_bleu_kept_1000"] == 2.0  # 33 - 31
+    assert document["values"]["seeds_dev_bleu_kept_1000"] == 1
     with pytest.raises(ValueError, match="unknown \\['fast'\\]"):
         study.run_recipe_study(_options(tmp_path, arms=("fast",)), fakes.train, fakes.score,
                                say=lambda _: None)

@@ -139,6 +139,21 @@ def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_kept") -> dict
     return gains
 
 
+def paired_seeds(rows: list[dict], steps) -> dict:
+    """How many seeds each kept-checkpoint gain of `paired_gains` averages:
+    {"seeds_<gain key without gain_>": count, ...}."""
+    by_key = {row["key"]: row for row in rows}
+    counts = {}
+    for arm in ARMS:
+        for budget in steps:
+            count = sum(1 for r in rows if arm != "preset" and r["recipe"] == "preset"
+                        and r["steps"] == budget and "dev_bleu_kept" in r
+                        and "dev_bleu_kept" in by_key.get(row_key(arm, budget, r["seed"]), {}))
+            if count:
+                counts["seeds_" + gain_key(arm, "dev_bleu_kept", budget)[5:]] = count
+    return counts
+
+
 def results_document(rows: list[dict], options: RecipeStudyOptions, started: dict) -> dict:
     """The results file's content for the rows so far (results/README.md's fields)."""
     values = {"runs": len(rows)}
@@ -149,7 +164,24 @@ def results_document(rows: list[dict], options: RecipeStudyOptions, started: dic
              for s in options.steps if gain_key("planned", "dev_bleu_kept", s) in values]
     headline = ("planned minus preset recipe, dev BLEU of the checkpoint each keeps: "
                 + ", ".join(shown) if shown else "{runs} runs finished")
-    units = {k: "BLEU" for k in values if k.startswith("gain_")}
+    values.update(paired_seeds(rows, options.steps))
+    sentences = []
+    for budget in options.steps:
+        kept = [r["dev_bleu_kept"] for r in rows
+                if r["recipe"] == "preset" and r["steps"] == budget and "dev_bleu_kept" in r]
+        if len(kept) > 1:
+            values[f"spread_preset_dev_bleu_kept_{budget}"] = round(max(kept) - min(kept), 2)
+        for arm in ARMS:
+            gain = gain_key(arm, "dev_bleu_kept", budget)
+            if gain in values:
+                sentences.append(
+                    f"At {budget:,} steps, {arm} minus preset on the checkpoint each keeps: "
+                    f"{{{gain}:+.2f}} dev BLEU, the mean of {{seeds_{gain[5:]}}} seed(s)"
+                    + (f"; the preset's own seeds differ by "
+                       f"{{spread_preset_dev_bleu_kept_{budget}:.2f}}."
+                       if len(kept) > 1 else "."))
+    units = {k: "BLEU" for k in values if k.startswith(("gain_", "spread_"))}
+    units.update({k: "seeds" for k in values if k.startswith("seeds_")})
     dev = "all dev sentences" if options.dev_limit is None else f"first {options.dev_limit}"
     return {
         "what": (f"Multi30k-style dev set ({dev}), beam {options.beam_size}, alpha "
@@ -165,7 +197,7 @@ def results_document(rows: list[dict], options: RecipeStudyOptions, started: dic
         "conditions": f"precision {options.precision}; {options.data_dir}",
         "source": "this file, written by transformer_tf/jobs/recipe_study.py",
         "study": options.defining_fields(),
-        "values": values, "units": units, "headline": headline,
+        "values": values, "units": units, "headline": headline, "sentences": sentences,
         "columns": COLUMNS, "rows": rows,
     }
 
