@@ -20,7 +20,9 @@ BLEU = {("preset", 1000, 1): (30.0, 31.0), ("planned", 1000, 1): (31.5, 33.0),
         ("planned-inverse-sqrt", 1000, 1): (30.5, 30.0),
         ("planned-inverse-sqrt", 1000, 2): (29.5, 29.0),
         ("planned-inverse-sqrt", 2000, 1): (36.0, 36.5),
-        ("planned-inverse-sqrt", 2000, 2): (35.5, 35.0)}
+        ("planned-inverse-sqrt", 2000, 2): (35.5, 35.0),
+        ("preset-half-batch", 1000, 1): (33.0, 34.0), ("preset-half-batch", 1000, 2): (32.0, 32.0),
+        ("preset-half-batch", 2000, 1): (38.0, 38.5), ("preset-half-batch", 2000, 2): (37.5, 37.0)}
 
 
 class Fakes:
@@ -37,8 +39,8 @@ class Fakes:
             model=preset.model, training=preset.training, decoding=preset.decoding,
             data_dir="unused", preset="multi30k"))
         plan = {"passes": steps / 111.0} if arm != "preset" else None
-        return types.SimpleNamespace(step=steps, trained_seconds=60.0 * steps / 1000,
-                                     recipe_plan=plan)
+        return types.SimpleNamespace(step=study.arm_steps(arm, steps),
+                                     trained_seconds=60.0 * steps / 1000, recipe_plan=plan)
 
     def score(self, model_dir, options):
         latest, averaged = BLEU[self.trained[-1]]
@@ -60,16 +62,20 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         study.run_recipe_study(options, killed.train, killed.score, say=lambda _: None)
     written = json.loads((tmp_path / "results" / "recipe_study.json").read_text())
-    assert [row["key"] for row in written["rows"]] == ["preset-1000-seed1", "preset-1000-seed2"]
+    assert [row["key"] for row in written["rows"]] == [
+        "preset-1000-seed1", "preset-1000-seed2", "preset-half-batch-1000-seed1",
+        "preset-half-batch-1000-seed2"]
 
     resumed = Fakes(options)
     document = study.run_recipe_study(options, resumed.train, resumed.score, say=lambda _: None)
     assert resumed.trained == [
         ("planned", 1000, 1), ("planned", 1000, 2),
         ("planned-inverse-sqrt", 1000, 1), ("planned-inverse-sqrt", 1000, 2),
-        ("preset", 2000, 1), ("preset", 2000, 2), ("planned", 2000, 1), ("planned", 2000, 2),
+        ("preset", 2000, 1), ("preset", 2000, 2),
+        ("preset-half-batch", 2000, 1), ("preset-half-batch", 2000, 2),
+        ("planned", 2000, 1), ("planned", 2000, 2),
         ("planned-inverse-sqrt", 2000, 1), ("planned-inverse-sqrt", 2000, 2)]
-    assert len(document["rows"]) == 12
+    assert len(document["rows"]) == 16
     # Paired by seed, planned - preset: averaged (33-31 + 31-30) / 2 = 1.5 at 1000 and
     # (36-37 + 38-36) / 2 = 0.5 at 2000; latest (1.5 + 1.0) / 2 and (0.5 + 2.0) / 2.
     # planned-inverse-sqrt - preset: averaged (30-31 + 29-30) / 2 = -1 and
@@ -77,8 +83,18 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
     # Kept (the better of the two here): planned (33-31 + 31-30) / 2 = 1.5 and
     # (36.5-37 + 38-36) / 2 = 0.75; planned-inverse-sqrt (30.5-31 + 29.5-30) / 2 = -0.5
     # and (36.5-37 + 35.5-36) / 2 = -0.5.
+    # preset-half-batch (the better of the two kept): (34-31 + 32-30) / 2 = 2.5 and
+    # (38.5-37 + 37.5-36) / 2 = 1.5; averaged 2.5 and 1.25; latest (3 + 3) / 2, (2 + 2.5) / 2.
     assert document["values"] == {
-        "runs": 12, "gain_dev_bleu_kept_1000": 1.5, "gain_dev_bleu_kept_2000": 0.75,
+        "runs": 16,
+        "gain_preset_half_batch_dev_bleu_kept_1000": 2.5,
+        "gain_preset_half_batch_dev_bleu_kept_2000": 1.5,
+        "gain_preset_half_batch_dev_bleu_averaged_1000": 2.5,
+        "gain_preset_half_batch_dev_bleu_averaged_2000": 1.25,
+        "gain_preset_half_batch_dev_bleu_latest_1000": 3.0,
+        "gain_preset_half_batch_dev_bleu_latest_2000": 2.25,
+        "seeds_preset_half_batch_dev_bleu_kept_1000": 2,
+        "seeds_preset_half_batch_dev_bleu_kept_2000": 2, "gain_dev_bleu_kept_1000": 1.5, "gain_dev_bleu_kept_2000": 0.75,
         "gain_planned_inverse_sqrt_dev_bleu_kept_1000": -0.5,
         "gain_planned_inverse_sqrt_dev_bleu_kept_2000": -0.5,
         "seeds_dev_bleu_kept_1000": 2, "seeds_dev_bleu_kept_2000": 2,
@@ -96,9 +112,11 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
             == "planned minus preset recipe, dev BLEU of the checkpoint each keeps: +1.50 at "
                "1,000 steps, +0.75 at 2,000 steps")
     assert results_tables.render_sentences(tmp_path / "results", "recipe_study")[0].startswith(
-        "At 1,000 steps, planned minus preset on the checkpoint each keeps: +1.50 dev BLEU, the "
-        "mean of 2 seed(s); the preset's own seeds differ by 1.00. At 1,000 steps, "
-        "planned-inverse-sqrt minus preset")
+        "At 1,000 steps, preset-half-batch (2,000 steps of 0.5 of the batch) minus preset on "
+        "the checkpoint each keeps: +2.50 dev BLEU, the mean of 2 seed(s); the preset's own "
+        "seeds differ by 1.00. At 1,000 steps, planned minus preset")
+    half = next(r for r in document["rows"] if r["key"] == "preset-half-batch-1000-seed1")
+    assert half["steps"] == 2000  # twice the steps, the same target tokens
     row = next(r for r in document["rows"] if r["key"] == "planned-1000-seed1")
     assert (row["recipe"], row["passes"], row["dropout"], row["train_minutes"]) == (
         "planned", pytest.approx(1000 / 111), 0.2, 1.0)
@@ -107,6 +125,11 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
 def test_the_preset_recipe_continues_one_run_a_seed():
     assert study.run_directory("w", "preset", 1000, 1) == study.run_directory("w", "preset",
                                                                                2000, 1)
+    assert (study.run_directory("w", "preset-half-batch", 1000, 1)
+            == study.run_directory("w", "preset-half-batch", 2000, 1)
+            != study.run_directory("w", "preset", 1000, 1))
+    assert (study.arm_steps("preset-half-batch", 1000), study.arm_steps("preset", 1000)) == (
+        2000, 1000)
     assert study.run_directory("w", "planned", 1000, 1) != study.run_directory("w", "planned",
                                                                                 2000, 1)
 
@@ -117,7 +140,7 @@ def test_the_file_is_a_results_file_at_every_stage(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         study.run_recipe_study(options, fakes.train, fakes.score, say=lambda _: None)
     data = results_tables.load(tmp_path / "results", "recipe_study")  # the required fields
-    assert results_tables.headline(data) == "1 runs finished"  # no pair yet
+    assert results_tables.headline(data) == "2 runs finished"  # no planned pair yet
     assert all(set(row) <= {c["key"] for c in data["columns"]} | {"key"}
                for row in data["rows"])
     assert results_tables.render_table(tmp_path / "results", "recipe_study")

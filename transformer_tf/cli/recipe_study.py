@@ -1,12 +1,13 @@
-"""Today's recipe against the planned one at equal steps, on the dev set (issue 39): the
-preset's recipe, the budget-aware recipe (docs/training.md) and that recipe with the
-paper's decaying rate (--arms) trained for each --steps budget with each --seed, every
-run's latest and averaged checkpoints scored with beam search on the dev set. The results
+"""Today's recipe against others at equal target tokens, on the dev set (issue 39): the
+preset's recipe, the preset's with half its batch for twice the steps, the budget-aware
+recipe (docs/training.md) and that recipe with the paper's decaying rate (--arms),
+trained for each --steps budget (in the preset's steps) with each --seed, every run's
+latest and averaged checkpoints scored with beam search on the dev set. The results
 file is rewritten after each finished run; run the same command again to resume a killed
 study. See transformer_tf/jobs/recipe_study.py.
 
-The full study (12 runs, 16,000 training steps; the preset's 2,000-step runs continue its
-1,000-step ones):
+The full study (16 runs, 22,000 training steps, 6,000 of them of half a batch; the
+preset's arms continue their 1,000-step runs to 2,000):
   python scripts/prepare_data.py --dataset multi30k --src en --tgt de --vocab-size 8000 \\
       --out runs/multi30k_en_de/data
   python scripts/recipe_study.py --data runs/multi30k_en_de/data --work-dir runs/recipe_study \\
@@ -43,7 +44,8 @@ def main(argv=None) -> int:
              help="the Transformer preset every arm starts from (default multi30k)")
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
                         help="what to train, in this order within a budget: preset (its own "
-                             "recipe), planned (the budget-aware recipe), "
+                             "recipe), preset-half-batch (half its tokens per batch, twice "
+                             "the steps), planned (the budget-aware recipe), "
                              "planned-inverse-sqrt (that recipe with the paper's decaying "
                              "rate); default all")
     parser.add_argument("--steps", type=positive_int, nargs="+", default=[1000, 2000],

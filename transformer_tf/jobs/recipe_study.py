@@ -9,7 +9,9 @@ the one of the two the main job's dev-set rule keeps (inference/selection.py).
 The arms (`ARMS`): "preset", the preset's own recipe; "planned", the budget-aware recipe;
 "planned-inverse-sqrt", the planned recipe with the paper's decaying rate in place of its
 held peak and cool-down (as a user who sets lr_schedule gets it): the shape's own share of
-the gain.
+the gain; "preset-half-batch", the preset's recipe with half its tokens per batch for twice
+the steps: the same target tokens (and, on a CPU, about the same time) in twice the updates.
+A budget counts the preset's steps; an arm with a smaller batch makes more of them.
 
 Every run of a smaller budget comes before the larger budget's, and an arm's seeds run
 one after the other, so a study stopped part-way has paired rows of the small budget and,
@@ -37,13 +39,32 @@ from transformer_tf.runtime.provenance import current_commit, machine_descriptio
 
 DEFAULT_STEPS = (1000, 2000)
 DEFAULT_SEEDS = (1, 2)
-# arm -> (the run's recipe, the training options it sets as a user would).
-ARMS = {"preset": ("preset", {}), "planned": ("planned", {}),
-        "planned-inverse-sqrt": ("planned", {"lr_schedule": "inverse_sqrt"})}
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One way to train: the run's recipe, the training options it sets as a user would,
+    and the share of the preset's tokens per batch it takes (its steps scale by the
+    inverse, so every arm of a budget sees the same target tokens)."""
+
+    recipe: str
+    settings: dict = dataclasses.field(default_factory=dict)
+    batch_fraction: float = 1.0
+
+
+ARMS = {"preset": Arm("preset"), "preset-half-batch": Arm("preset", batch_fraction=0.5),
+        "planned": Arm("planned"),
+        "planned-inverse-sqrt": Arm("planned", {"lr_schedule": "inverse_sqrt"})}
+
+
+def arm_steps(arm: str, budget: int) -> int:
+    """The steps `arm` trains for a budget of `budget` preset steps."""
+    return round(budget / ARMS[arm].batch_fraction)
 COLUMNS = [
     {"key": "recipe", "label": "recipe"}, {"key": "steps", "label": "steps"},
     {"key": "seed", "label": "seed"},
     {"key": "passes", "label": "passes", "format": "{:.1f}"},
+    {"key": "tokens_per_batch", "label": "tokens/batch"},
     {"key": "warmup_steps", "label": "warm-up"},
     {"key": "learning_rate_scale", "label": "LR scale", "format": "{:.3f}"},
     {"key": "lr_schedule", "label": "rate after warm-up"},
@@ -103,9 +124,10 @@ class StudyMismatch(ValueError):
 
 
 def run_directory(work_dir, arm: str, steps: int, seed: int) -> pathlib.Path:
-    """The model directory of one run: the preset's recipe shares one per seed (the larger
-    budget continues the smaller), a planned arm's run has its own."""
-    name = f"preset-seed{seed}" if arm == "preset" else f"{arm}-{steps}-seed{seed}"
+    """The model directory of one run: an arm of the preset's recipe shares one per seed
+    (the larger budget continues the smaller), a planned arm's run has its own."""
+    name = (f"{arm}-seed{seed}" if ARMS[arm].recipe == "preset"
+            else f"{arm}-{steps}-seed{seed}")
     return pathlib.Path(work_dir) / name
 
 
@@ -174,8 +196,12 @@ def results_document(rows: list[dict], options: RecipeStudyOptions, started: dic
         for arm in ARMS:
             gain = gain_key(arm, "dev_bleu_kept", budget)
             if gain in values:
+                fewer = ARMS[arm].batch_fraction != 1.0
                 sentences.append(
-                    f"At {budget:,} steps, {arm} minus preset on the checkpoint each keeps: "
+                    f"At {budget:,} steps, {arm}"
+                    + (f" ({arm_steps(arm, budget):,} steps of {ARMS[arm].batch_fraction:g} of "
+                       "the batch)" if fewer else "")
+                    + " minus preset on the checkpoint each keeps: "
                     f"{{{gain}:+.2f}} dev BLEU, the mean of {{seeds_{gain[5:]}}} seed(s)"
                     + (f"; the preset's own seeds differ by "
                        f"{{spread_preset_dev_bleu_kept_{budget}:.2f}}."
@@ -186,11 +212,12 @@ def results_document(rows: list[dict], options: RecipeStudyOptions, started: dic
     return {
         "what": (f"Multi30k-style dev set ({dev}), beam {options.beam_size}, alpha "
                  f"{options.alpha}: the preset {options.preset!r} with its own recipe, "
-                 f"with the planned recipe (docs/training.md) and with the planned recipe "
-                 f"keeping the paper's decaying rate (inverse_sqrt), at equal steps "
-                 f"{', '.join(f'{s:,}' for s in options.steps)}, seeds "
+                 f"with half its batch for twice the steps, with the planned recipe "
+                 f"(docs/training.md) and with the planned recipe keeping the paper's "
+                 f"decaying rate (inverse_sqrt), at equal target tokens: budgets of "
+                 f"{', '.join(f'{s:,}' for s in options.steps)} preset steps, seeds "
                  f"{', '.join(map(str, options.seeds))}; gains paired by seed"),
-        "title": "Budget-aware recipe against today's, at equal steps (dev BLEU)",
+        "title": "Budget-aware recipe against today's, at equal tokens (dev BLEU)",
         "command": options.command, "short_command": "python scripts/recipe_study.py ...",
         "commit": started["commit"], "commit_role": "measured",
         "machine": started["machine"], "date": started["date"],
@@ -219,13 +246,20 @@ def _read_rows(path: pathlib.Path, options: RecipeStudyOptions) -> tuple[list[di
 def _train_run(arm: str, steps: int, seed: int, options: RecipeStudyOptions):
     from transformer_tf.training.fit import TrainOptions, train
 
-    recipe, settings = ARMS[arm]
+    from transformer_tf.presets import get_preset
+
+    chosen = ARMS[arm]
+    settings = {"seed": seed, **chosen.settings}
+    if chosen.batch_fraction != 1.0:
+        settings["tokens_per_batch"] = round(
+            get_preset(options.preset).training.tokens_per_batch * chosen.batch_fraction)
     return train(TrainOptions(
         data_dir=options.data_dir, model_dir=str(run_directory(options.work_dir, arm,
                                                                steps, seed)),
-        preset=options.preset, training_overrides={"seed": seed, **settings},
-        max_steps=steps, eval_every=options.eval_every, validation_sentences=0,
-        precision=options.precision, verbose=options.verbose, recipe=recipe))
+        preset=options.preset, training_overrides=settings,
+        max_steps=arm_steps(arm, steps), eval_every=options.eval_every,
+        validation_sentences=0, precision=options.precision, verbose=options.verbose,
+        recipe=chosen.recipe))
 
 
 def _score_run(model_dir: pathlib.Path, options: RecipeStudyOptions) -> dict:
@@ -287,6 +321,7 @@ def run_recipe_study(options: RecipeStudyOptions, train_run: Callable | None = N
         rows.append({
             "key": key, "recipe": arm, "steps": result.step, "seed": seed,
             "passes": plan_record.get("passes"),
+            "tokens_per_batch": run.training.tokens_per_batch,
             "warmup_steps": run.training.warmup_steps,
             "learning_rate_scale": run.training.learning_rate_scale,
             "lr_schedule": run.training.lr_schedule,
