@@ -74,8 +74,9 @@ def _run(args, command) -> int:
 
     document = run_recipe_study(RecipeStudyOptions(
         data_dir=args.data, work_dir=args.work_dir, results=args.results, preset=args.preset,
-        arms=tuple(args.arms), steps=tuple(args.steps), seeds=tuple(args.seeds), eval_every=args.eval_every,
-        precision=args.precision, dev_limit=args.dev_limit, command=command,
+        arms=tuple(args.arms), steps=tuple(args.steps), seeds=tuple(args.seeds),
+        eval_every=args.eval_every, precision=args.precision, dev_limit=args.dev_limit,
+        command=command,
         verbose=0 if args.quiet else 1))
     print(f"{args.results}: {document['headline'].format(**document['values'])}")
     return 0

@@ -175,10 +175,11 @@ def _keep_recorded_grammar(run, model_dir) -> model_dir_lib.RunConfig:
 def make_optimizer(training: TrainingConfig, model_width: int,
                    time_factor=None) -> keras.optimizers.Optimizer:
     """The optimizer `training.optimizer` names: "adam", the paper's Adam with the warm-up
-    schedule `training.lr_schedule` names over `model_width` (d_model); "nesterov", ConvS2S's SGD with Nesterov
-    momentum at a learning rate that `plateau.ShrinkOnPlateau` lowers. Both clip the
-    global gradient norm at `training.clip_norm` (if set). `time_factor`: the variable a
-    time-clocked "warmup_hold_cooldown" rate reads (callbacks.TimeCooldown sets it)."""
+    schedule `training.lr_schedule` names, over `model_width` (d_model); "nesterov",
+    ConvS2S's SGD with Nesterov momentum at a learning rate that `plateau.ShrinkOnPlateau`
+    lowers. Both clip the global gradient norm at `training.clip_norm` (if set).
+    `time_factor`: the variable a time-clocked "warmup_hold_cooldown" rate reads
+    (callbacks.TimeCooldown sets it)."""
     if training.optimizer == "nesterov":
         return keras.optimizers.SGD(
             learning_rate=training.learning_rate, momentum=training.momentum, nesterov=True,

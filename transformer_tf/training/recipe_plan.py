@@ -248,7 +248,8 @@ def _schedule_candidates(training_config, user_fields, planned_steps: int,
     if shape != "warmup_hold_cooldown":
         return {"lr_schedule": shape}
     if budget_minutes is not None:
-        return {"lr_schedule": shape, "cooldown_minutes": round(TAIL_FRACTION * budget_minutes, 6)}
+        return {"lr_schedule": shape,
+                "cooldown_minutes": round(TAIL_FRACTION * budget_minutes, 6)}
     return {"lr_schedule": shape, "schedule_steps": planned_steps,
             "cooldown_steps": cooldown_steps_of(planned_steps, TAIL_FRACTION)}
 
