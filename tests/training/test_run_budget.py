@@ -98,3 +98,16 @@ def test_a_time_clocked_cooldown_without_a_time_budget_is_refused(tiny_multi30k,
         _train(tiny_multi30k, tmp_path, max_steps=2, training_overrides={
             "lr_schedule": "warmup_hold_cooldown", "cooldown_minutes": 0.5})
     assert not list(tmp_path.glob("checkpoints/ckpt-*"))
+
+
+def test_a_time_clocked_cooldown_across_workers_is_refused():
+    from transformer_tf.config import TrainingConfig
+    from transformer_tf.training.fit import check_cooldown_clock
+
+    timed = TrainingConfig(lr_schedule="warmup_hold_cooldown", cooldown_minutes=2.0)
+    check_cooldown_clock(timed, 10.0, multi_worker=False)  # one machine, one clock
+    with pytest.raises(ValueError, match="across workers give a step clock"):
+        check_cooldown_clock(timed, 10.0, multi_worker=True)
+    stepped = TrainingConfig(lr_schedule="warmup_hold_cooldown", schedule_steps=50,
+                             cooldown_steps=10)
+    check_cooldown_clock(stepped, None, multi_worker=True)  # a step clock is the same anywhere

@@ -409,9 +409,7 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     keras.utils.set_random_seed(run.training.seed)
 
     timed_cooldown = _time_clocked(run.training)
-    if timed_cooldown and options.max_minutes is None:
-        raise ValueError(f"cooldown_minutes {run.training.cooldown_minutes:g}: a time-clocked "
-                         "cool-down needs a time budget (max_minutes)")
+    check_cooldown_clock(run.training, options.max_minutes, is_multi_worker(strategy))
     with strategy.scope():
         time_factor = (tf.Variable(1.0, trainable=False, name="cooldown_time_factor")
                        if timed_cooldown else None)
@@ -566,6 +564,22 @@ def _time_clocked(training: TrainingConfig) -> bool:
     """Whether the rate's cool-down runs on the time budget's clock."""
     return (training.optimizer == "adam" and training.lr_schedule == "warmup_hold_cooldown"
             and training.cooldown_minutes is not None)
+
+
+def check_cooldown_clock(training: TrainingConfig, max_minutes: float | None,
+                         multi_worker: bool) -> None:
+    """Refuses a time-clocked cool-down (`cooldown_minutes`) without a time budget, or across
+    workers: each worker would read its own clock and set its own rate, and their replicas
+    of the model would part."""
+    if not _time_clocked(training):
+        return
+    if max_minutes is None:
+        raise ValueError(f"cooldown_minutes {training.cooldown_minutes:g}: a time-clocked "
+                         "cool-down needs a time budget (max_minutes)")
+    if multi_worker:
+        raise ValueError(f"cooldown_minutes {training.cooldown_minutes:g}: a time-clocked "
+                         "cool-down reads one machine's clock; across workers give a step "
+                         "clock (schedule_steps and cooldown_steps) or a step plan")
 
 
 def _schedule_end(training: TrainingConfig) -> int | None:
