@@ -108,7 +108,6 @@ def test_with_keras_gradient_accumulation():
 
 
 def test_warmup_hold_cooldown_by_hand():
-    from transformer_tf.training.rate_formula import warmup_hold_cooldown
     from transformer_tf.training.schedule import WarmupHoldCooldown
 
     # d_model 64, warm-up 10, scale 2: peak 2 * (64 * 10)^-0.5 = 0.0790569. A budget of
@@ -127,8 +126,6 @@ def test_warmup_hold_cooldown_by_hand():
                 51: 0.0, 80: 0.0}     # past the budget
     for step, rate in expected.items():
         assert float(schedule(step - 1)) == pytest.approx(rate, rel=1e-6, abs=1e-12), step
-        assert warmup_hold_cooldown(step, 64, 10, 2.0, 50, 10) == pytest.approx(
-            rate, rel=1e-12, abs=1e-15)
     assert schedule.peak_learning_rate == pytest.approx(
         TransformerSchedule(64, 10, 2.0).peak_learning_rate)
     assert float(schedule(9)) == pytest.approx(float(TransformerSchedule(64, 10, 2.0)(9)))

@@ -142,20 +142,22 @@ def gain_key(arm: str, metric: str, steps: int) -> str:
     return f"{prefix}{metric}_{steps}"
 
 
+def _pairs(rows: list[dict], arm: str, budget: int, metric: str) -> list[tuple]:
+    """(arm's `metric`, preset's `metric`) of each seed that has both at `budget`."""
+    by_key = {row["key"]: row for row in rows}
+    return [(by_key[row_key(arm, budget, r["seed"])][metric], r[metric])
+            for r in rows if r["recipe"] == "preset" and r["steps"] == budget
+            and metric in r and metric in by_key.get(row_key(arm, budget, r["seed"]), {})]
+
+
 def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_kept") -> dict:
     """Per arm and step budget, the arm's `metric` minus the preset's, paired by seed and
     averaged over the seeds that have both: {gain_key(arm, metric, steps): mean, ...};
     arms and budgets with no pair (or rows without `metric`) are left out."""
-    by_key = {row["key"]: row for row in rows}
     gains = {}
     for arm in ARMS:
-        if arm == "preset":
-            continue
         for budget in steps:
-            pairs = [(by_key[row_key(arm, budget, r["seed"])][metric], r[metric])
-                     for r in rows if r["recipe"] == "preset" and r["steps"] == budget
-                     and metric in r
-                     and metric in by_key.get(row_key(arm, budget, r["seed"]), {})]
+            pairs = _pairs(rows, arm, budget, metric) if arm != "preset" else []
             if pairs:
                 gains[gain_key(arm, metric, budget)] = statistics.mean(p - q for p, q in pairs)
     return gains
@@ -164,13 +166,10 @@ def paired_gains(rows: list[dict], steps, metric: str = "dev_bleu_kept") -> dict
 def paired_seeds(rows: list[dict], steps) -> dict:
     """How many seeds each kept-checkpoint gain of `paired_gains` averages:
     {"seeds_<gain key without gain_>": count, ...}."""
-    by_key = {row["key"]: row for row in rows}
     counts = {}
     for arm in ARMS:
         for budget in steps:
-            count = sum(1 for r in rows if arm != "preset" and r["recipe"] == "preset"
-                        and r["steps"] == budget and "dev_bleu_kept" in r
-                        and "dev_bleu_kept" in by_key.get(row_key(arm, budget, r["seed"]), {}))
+            count = len(_pairs(rows, arm, budget, "dev_bleu_kept")) if arm != "preset" else 0
             if count:
                 counts["seeds_" + gain_key(arm, "dev_bleu_kept", budget)[5:]] = count
     return counts

@@ -4,9 +4,8 @@ studies that plan rates (jobs/variations.py) read it without loading TensorFlow.
 
     lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
 
-Also the budget-aware recipe's warm-up, hold and cool-down ("warmup-stable-decay") shape,
-which keeps the paper's warm-up and peak but holds the peak instead of decaying, then falls
-linearly to zero over the last `cooldown_steps` of a known budget (`warmup_hold_cooldown`).
+Also the cool-down length of the budget-aware recipe's warm-up, hold and cool-down shape
+(`cooldown_steps_of`; the shape itself is training/schedule.WarmupHoldCooldown).
 """
 from __future__ import annotations
 
@@ -49,22 +48,3 @@ def cooldown_steps_of(schedule_steps: int, fraction: float) -> int:
     """The cool-down length of a budget of `schedule_steps` updates: round(fraction * S),
     at least 1 and at most S."""
     return min(int(schedule_steps), max(1, round(fraction * schedule_steps)))
-
-
-def warmup_hold_cooldown(step: float, d_model: int, warmup_steps: int, scale: float,
-                         schedule_steps: int, cooldown_steps: int) -> float:
-    """The warm-up, hold and cool-down rate at update `step` (1-based), as a Python float.
-
-        peak     = scale * (d_model * warmup_steps)^-0.5   (equation 3's peak)
-        lrate    = peak * min(1, step / warmup_steps)
-                        * clip((schedule_steps + 1 - step) / cooldown_steps, 0, 1)
-
-    The rate climbs as equation 3's does, holds the peak, and over the last
-    `cooldown_steps` updates of the budget falls linearly: the budget's last update
-    (step == schedule_steps) takes peak / cooldown_steps, and any update past the budget 0.
-    """
-    if step <= 0:
-        raise ValueError(f"step is counted from 1, got {step}")
-    warm = min(1.0, step / warmup_steps)
-    cool = min(1.0, max(0.0, (schedule_steps + 1 - step) / cooldown_steps))
-    return peak_learning_rate(d_model, warmup_steps, scale) * warm * cool
