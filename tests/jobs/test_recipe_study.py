@@ -3,6 +3,7 @@ finished run written at once, a killed study resumes without redoing rows, the p
 runs continue one directory per seed, gains are paired by seed for every arm, the file is a
 results file."""
 import json
+import pathlib
 import types
 
 import pytest
@@ -113,7 +114,7 @@ def test_a_killed_study_keeps_its_rows_and_resumes(tmp_path):
             == "planned minus preset recipe, dev BLEU of the checkpoint each keeps: +1.50 at "
                "1,000 steps, +0.75 at 2,000 steps")
     assert results_tables.render_sentences(tmp_path / "results", "recipe_study")[0].startswith(
-        "At 1,000 steps, preset-half-batch (2,000 steps of 0.5 of the batch) minus preset on "
+        "At 1,000 steps, preset-half-batch (2,000 steps of 2,048 tokens) minus preset on "
         "the checkpoint each keeps: +2.50 dev BLEU, the mean of 2 seed(s); the preset's own "
         "seeds differ by 1.00. At 1,000 steps, planned minus preset")
     half = next(r for r in document["rows"] if r["key"] == "preset-half-batch-1000-seed1")
@@ -166,3 +167,22 @@ def test_arms_can_be_chosen_and_unknown_ones_are_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown \\['fast'\\]"):
         study.run_recipe_study(_options(tmp_path, arms=("fast",)), fakes.train, fakes.score,
                                say=lambda _: None)
+
+
+def test_every_arm_of_a_budget_trains_on_the_same_target_tokens(tmp_path, monkeypatch):
+    # The budget counts steps of 4,096 tokens whatever the preset's own batch is now, so a
+    # study's rows stay comparable when the preset changes.
+    from transformer_tf.training import fit
+
+    seen = {}
+    monkeypatch.setattr(fit, "train", lambda options: seen.setdefault(
+        pathlib.Path(options.model_dir).name, options))
+    for arm in study.ARMS:
+        study._train_run(arm, 1000, 1, _options(tmp_path))
+    tokens = {name: (o.training_overrides["tokens_per_batch"], o.max_steps)
+              for name, o in seen.items()}
+    assert tokens == {"preset-seed1": (4096, 1000), "preset-half-batch-seed1": (2048, 2000),
+                      "planned-1000-seed1": (4096, 1000),
+                      "planned-inverse-sqrt-1000-seed1": (4096, 1000)}
+    assert seen["planned-inverse-sqrt-1000-seed1"].training_overrides["lr_schedule"] == (
+        "inverse_sqrt")

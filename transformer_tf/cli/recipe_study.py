@@ -1,7 +1,7 @@
 """Today's recipe against others at equal target tokens, on the dev set (issue 39): the
 preset's recipe, the preset's with half its batch for twice the steps, the budget-aware
 recipe (docs/training.md) and that recipe with the paper's decaying rate (--arms),
-trained for each --steps budget (in the preset's steps) with each --seed, every run's
+trained for each --steps budget (in steps of 4,096 tokens) with each --seed, every run's
 latest and averaged checkpoints scored with beam search on the dev set. The results
 file is rewritten after each finished run; run the same command again to resume a killed
 study. See transformer_tf/jobs/recipe_study.py.

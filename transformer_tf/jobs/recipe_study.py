@@ -11,7 +11,9 @@ The arms (`ARMS`): "preset", the preset's own recipe; "planned", the budget-awar
 held peak and cool-down (as a user who sets lr_schedule gets it): the shape's own share of
 the gain; "preset-half-batch", the preset's recipe with half its tokens per batch for twice
 the steps: the same target tokens (and, on a CPU, about the same time) in twice the updates.
-A budget counts the preset's steps; an arm with a smaller batch makes more of them.
+A budget counts steps of `REFERENCE_TOKENS_PER_BATCH` target tokens, the batch every arm but
+"preset-half-batch" trains with (whatever the preset's batch is now, so that rows of one
+study stay comparable); an arm with a smaller batch makes more steps.
 
 Every run of a smaller budget comes before the larger budget's, and an arm's seeds run
 one after the other, so a study stopped part-way has paired rows of the small budget and,
@@ -41,24 +43,34 @@ DEFAULT_STEPS = (1000, 2000)
 DEFAULT_SEEDS = (1, 2)
 
 
+# The multi30k preset's batch when the study began (target tokens per step). Budgets count
+# steps of it, and the arms train with it unless they say otherwise.
+REFERENCE_TOKENS_PER_BATCH = 4096
+
+
 @dataclasses.dataclass(frozen=True)
 class Arm:
     """One way to train: the run's recipe, the training options it sets as a user would,
-    and the share of the preset's tokens per batch it takes (its steps scale by the
-    inverse, so every arm of a budget sees the same target tokens)."""
+    and its tokens per batch (its steps scale by the inverse, so every arm of a budget
+    sees the same target tokens)."""
 
     recipe: str
     settings: dict = dataclasses.field(default_factory=dict)
-    batch_fraction: float = 1.0
+    tokens_per_batch: int = REFERENCE_TOKENS_PER_BATCH
+
+    @property
+    def batch_fraction(self) -> float:
+        return self.tokens_per_batch / REFERENCE_TOKENS_PER_BATCH
 
 
-ARMS = {"preset": Arm("preset"), "preset-half-batch": Arm("preset", batch_fraction=0.5),
+ARMS = {"preset": Arm("preset"),
+        "preset-half-batch": Arm("preset", tokens_per_batch=REFERENCE_TOKENS_PER_BATCH // 2),
         "planned": Arm("planned"),
         "planned-inverse-sqrt": Arm("planned", {"lr_schedule": "inverse_sqrt"})}
 
 
 def arm_steps(arm: str, budget: int) -> int:
-    """The steps `arm` trains for a budget of `budget` preset steps."""
+    """The steps `arm` trains for a budget of `budget` steps of the reference batch."""
     return round(budget / ARMS[arm].batch_fraction)
 COLUMNS = [
     {"key": "recipe", "label": "recipe"}, {"key": "steps", "label": "steps"},
@@ -198,8 +210,8 @@ def results_document(rows: list[dict], options: RecipeStudyOptions, started: dic
                 fewer = ARMS[arm].batch_fraction != 1.0
                 sentences.append(
                     f"At {budget:,} steps, {arm}"
-                    + (f" ({arm_steps(arm, budget):,} steps of {ARMS[arm].batch_fraction:g} of "
-                       "the batch)" if fewer else "")
+                    + (f" ({arm_steps(arm, budget):,} steps of "
+                       f"{ARMS[arm].tokens_per_batch:,} tokens)" if fewer else "")
                     + " minus preset on the checkpoint each keeps: "
                     f"{{{gain}:+.2f}} dev BLEU, the mean of {{seeds_{gain[5:]}}} seed(s)"
                     + (f"; the preset's own seeds differ by "
@@ -210,11 +222,12 @@ def results_document(rows: list[dict], options: RecipeStudyOptions, started: dic
     dev = "all dev sentences" if options.dev_limit is None else f"first {options.dev_limit}"
     return {
         "what": (f"Multi30k-style dev set ({dev}), beam {options.beam_size}, alpha "
-                 f"{options.alpha}: the preset {options.preset!r} with its own recipe, "
-                 f"with half its batch for twice the steps, with the planned recipe "
-                 f"(docs/training.md) and with the planned recipe keeping the paper's "
-                 f"decaying rate (inverse_sqrt), at equal target tokens: budgets of "
-                 f"{', '.join(f'{s:,}' for s in options.steps)} preset steps, seeds "
+                 f"{options.alpha}: the preset {options.preset!r} with its own recipe and "
+                 f"{REFERENCE_TOKENS_PER_BATCH:,}-token batches, with half that batch for "
+                 f"twice the steps, with the planned recipe (docs/training.md) and with the "
+                 f"planned recipe keeping the paper's decaying rate (inverse_sqrt), at equal "
+                 f"target tokens: budgets of {', '.join(f'{s:,}' for s in options.steps)} "
+                 f"steps of {REFERENCE_TOKENS_PER_BATCH:,} tokens, seeds "
                  f"{', '.join(map(str, options.seeds))}; gains paired by seed"),
         "title": "Budget-aware recipe against today's, at equal tokens (dev BLEU)",
         "command": options.command, "short_command": "python scripts/recipe_study.py ...",
@@ -245,13 +258,8 @@ def _read_rows(path: pathlib.Path, options: RecipeStudyOptions) -> tuple[list[di
 def _train_run(arm: str, steps: int, seed: int, options: RecipeStudyOptions):
     from transformer_tf.training.fit import TrainOptions, train
 
-    from transformer_tf.presets import get_preset
-
     chosen = ARMS[arm]
-    settings = {"seed": seed, **chosen.settings}
-    if chosen.batch_fraction != 1.0:
-        settings["tokens_per_batch"] = round(
-            get_preset(options.preset).training.tokens_per_batch * chosen.batch_fraction)
+    settings = {"seed": seed, "tokens_per_batch": chosen.tokens_per_batch, **chosen.settings}
     return train(TrainOptions(
         data_dir=options.data_dir, model_dir=str(run_directory(options.work_dir, arm,
                                                                steps, seed)),
