@@ -218,3 +218,25 @@ def test_command_line_names_a_bad_base_option(tiny_multi30k, tmp_path, capsys):
     assert exit_info.value.code == 2
     assert "--model-option 'd_modle=64'" in capsys.readouterr().err
     assert not (tmp_path / "study.json").exists()
+
+
+@pytest.mark.parametrize("option, tokens", [([], 4096),
+                                            (["--training-option", "tokens_per_batch=1024"],
+                                             1024)])
+def test_the_informative_plan_keeps_the_batch_its_steps_were_estimated_on(
+        tiny_multi30k, tmp_path, monkeypatch, option, tokens):
+    # Its 3,000 steps were read off 4,096-token batches, whatever the base preset's batch
+    # is now; a user's own batch wins.
+    from transformer_tf.cli.variations import main
+    from transformer_tf.jobs import variations
+
+    seen = []
+
+    def fake_study(options):
+        seen.append(options)
+        (tmp_path / "variations.md").write_text("")
+
+    monkeypatch.setattr(variations, "run_study", fake_study)
+    assert main(["--data", str(tiny_multi30k.directory), "--out", str(tmp_path),
+                 "--plan", "informative", *option]) == 0
+    assert (seen[0].max_steps, seen[0].training_overrides["tokens_per_batch"]) == (3000, tokens)

@@ -106,7 +106,8 @@ def _run(parser, args, groups, command) -> int:
                            extra_base_seeds=plan.get("extra_base_seeds", ()),
                            precision=args.precision, verbose=0 if args.quiet else 1,
                            model_overrides=model_overrides,
-                           training_overrides=training_overrides, command=command)
+                           training_overrides={**plan.get("training", {}),
+                                               **training_overrides}, command=command)
     try:
         run_study(options)
     except StudyMismatch as error:

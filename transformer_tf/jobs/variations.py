@@ -55,9 +55,11 @@ PLANS = ("full", "informative")
 # the informative plan peaks at.
 PAPER_BASE_PEAK = peak_learning_rate(512, 4000)
 # The informative plan's settings (docs/variations.md says how the steps were estimated).
+# Its 3,000 steps were estimated on 4,096-token batches, which it keeps whatever the base
+# preset's batch (a user's --training-option tokens_per_batch wins).
 INFORMATIVE_PLAN = {"groups": ("A", "B", "C", "D", "E"), "max_steps": 3000,
                     "eval_every": 250, "peak_learning_rate": PAPER_BASE_PEAK,
-                    "extra_base_seeds": (2,)}
+                    "extra_base_seeds": (2,), "training": {"tokens_per_batch": 4096}}
 RESULTS_JSON = "variations.json"
 STUDY_FILE = "study.json"
 RESULTS_MD = "variations.md"
