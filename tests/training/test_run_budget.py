@@ -47,10 +47,10 @@ def test_the_cooldown_factor_is_the_share_of_its_minutes_left(monkeypatch):
     monkeypatch.setattr("transformer_tf.training.callbacks.time.monotonic", lambda: clock[0])
 
     class Factor:
-        value = None
+        value, writes = None, 0
 
         def assign(self, value):
-            self.value = value
+            self.value, self.writes = value, self.writes + 1
 
     budget = TimeBudget(max_minutes=10, seconds_before=420.0)  # 180 s of 600 left
     factor = Factor()
@@ -63,6 +63,8 @@ def test_the_cooldown_factor_is_the_share_of_its_minutes_left(monkeypatch):
         clock[0] += advance
         cooldown.on_train_batch_begin(0)
         assert factor.value == pytest.approx(expected)
+    # Written only when it changes: 1 at the start, then 0.75, 0.25 and 0.
+    assert factor.writes == 4
 
 
 def test_a_time_clocked_run_cools_its_rate_to_near_zero_by_its_budgets_end(tiny_multi30k,

@@ -270,11 +270,19 @@ class TimeCooldown(keras.callbacks.Callback):
         left = self.budget.max_seconds - self.budget.elapsed_seconds()
         return min(1.0, max(0.0, left / self.cooldown_seconds))
 
+    def _set(self) -> None:
+        # Until the cool-down the factor stays 1: no variable write on those steps.
+        value = self.value()
+        if value != self._assigned:
+            self.factor.assign(value)
+            self._assigned = value
+
     def on_train_begin(self, logs=None):
-        self.factor.assign(self.value())
+        self._assigned = None
+        self._set()
 
     def on_train_batch_begin(self, batch, logs=None):
-        self.factor.assign(self.value())
+        self._set()
 
 
 class BudgetProgress(keras.callbacks.Callback):
