@@ -22,7 +22,8 @@ schedule count real parameter updates, as in the paper. Leave it at 1 otherwise.
 
 `WarmupHoldCooldown` is the budget-aware recipe's shape (training/recipe_plan.py): the same
 warm-up to the same peak, the peak held, and a linear cool-down to zero over the last part
-of a known budget (`rate_formula.warmup_hold_cooldown`), with the same step numbering.
+of a known budget, counted in steps or in the time budget's minutes (its docstring has the
+formula), with the same step numbering.
 """
 from __future__ import annotations
 
