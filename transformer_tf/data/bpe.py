@@ -338,7 +338,7 @@ class BpeTokenizer(tf.Module):
         # Called while tracing: the op (and the proto, as its attribute) lands in the graph.
         return gen_sentencepiece_tokenizer.sentencepiece_op(model=self.model_proto)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """Text to ids.
 
@@ -358,7 +358,7 @@ class BpeTokenizer(tf.Module):
         return tf.RaggedTensor.from_row_splits(values, tf.cast(row_splits, tf.int64),
                                                validate=False)
 
-    @tf.function(
+    @tf.function(autograph=False,
         input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1,
                                              row_splits_dtype=tf.int64)]
     )

@@ -192,7 +192,7 @@ class WordpieceTokenizer(tf.Module):
             unknown_token=spec["vocab"][UNK_ID], no_pretokenization=True,
             support_detokenization=True)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """tf.string [N] (any bytes; invalid UTF-8 becomes U+FFFD) -> int32 ragged [N, None]
         (row splits int64) of word-piece ids, no BOS/EOS."""
@@ -203,7 +203,7 @@ class WordpieceTokenizer(tf.Module):
         pieces = self._wordpiece.tokenize(words)  # [N, words, pieces]
         return pieces.merge_dims(1, 2).with_row_splits_dtype(tf.int64)
 
-    @tf.function(
+    @tf.function(autograph=False,
         input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1,
                                              row_splits_dtype=tf.int64)])
     def _detokenize_ragged(self, ids: tf.RaggedTensor) -> tf.Tensor:

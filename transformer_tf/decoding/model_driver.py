@@ -289,7 +289,7 @@ def xla_chunk_search(model, decoding: DecodingConfig, n_best: int = 1,
     2-lane export would take about twice as long to compile its warm-up shapes)."""
     forbidden_ids = sorted({PAD_ID, BOS_ID, *forbidden_ids})
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)
     def compiled_search(ids):  # ids [chunk, bucket]: the shapes XLA compiles for
         width = tf.minimum(tf.shape(ids)[1] + decoding.max_extra_length,
                            model.max_target_length)

@@ -177,7 +177,8 @@ def trees_from_outputs(linearised, sentences, leaves: str = DEFAULT_LEAVES):
 
 
 def _tree_reader(leaves: str):
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
+    @tf.function(autograph=False,
+                 input_signature=[tf.TensorSpec([None], tf.string),
                                   tf.TensorSpec([None], tf.string)])
     def read(linearised, sentences):
         tokens = tf.strings.split(linearised)
@@ -204,7 +205,7 @@ class Parser(tf.Module):
         self.translator = translator
         self.leaves = leaves_of_vocabulary(translator.tokenizer.model_proto)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def parse(self, text):
         """See the module docstring."""
         self.translator.check_rows(text)

@@ -18,6 +18,10 @@ beyond the model's max_target_length. The search never emits PAD, BOS or a piece
 holds a line break (`bpe.line_break_piece_ids`), so every output stays on one line.
 With `max_batch_rows` (exports: DEFAULT_MAX_BATCH_ROWS), a request of more rows fails as a
 whole with an InvalidArgument error naming the limit, instead of running out of memory.
+
+The signatures are traced without AutoGraph (`autograph=False`): the search's loops and
+branches are TF ops already (`tf.while_loop`, `tf.cond`), so converting its code would
+change no op, and cost each process about 10 s at its first trace.
 """
 from __future__ import annotations
 
@@ -94,7 +98,7 @@ class IdsTranslator(tf.Module):
 
         return search_in_lanes(search, source_ids, self.decoding.lanes)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def _best_hypotheses(self, source_ids):
         """The search's best hypothesis of each row of cleaned `source_ids` (int32 [N, S]):
         (ids int32 [N, L], lengths int32 [N], scores float32 [N]). A function of its own,
@@ -118,7 +122,8 @@ class IdsTranslator(tf.Module):
         truncated bool [N], empty bool [N]); see transformer_tf.data.source_text."""
         return clean_source_ids(source_ids, self.model.source_vocab_size, self.max_source_tokens)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
+    @tf.function(autograph=False,
+                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(self, source_ids):
         """Token ids in, token ids out (the client tokenizes with the exported bpe.model).
 
@@ -146,7 +151,8 @@ class IdsTranslator(tf.Module):
             tf.shape(source)[0], tf.shape(target)[0],
             message="score: give one target per source (the two inputs differ in rows)")
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
+    @tf.function(autograph=False,
+                 input_signature=[tf.TensorSpec([None, None], tf.int32),
                                   tf.TensorSpec([None, None], tf.int32),
                                   tf.TensorSpec([None], tf.bool)])
     def _score(self, source_ids, target_ids, truncated):
@@ -156,7 +162,8 @@ class IdsTranslator(tf.Module):
         return {"log_prob": scores.log_prob, "token_scores": scores.token_scores,
                 "token_ids": target_ids, "length": scores.lengths, "truncated": truncated}
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+    @tf.function(autograph=False,
+                 input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids"),
                                   tf.TensorSpec([None, None], tf.int32, name="target_ids")])
     def score_ids(self, source_ids, target_ids):
         """Forced decoding of given translations, ids in (both sides cleaned by the source
@@ -216,7 +223,7 @@ class Translator(IdsTranslator):
         empty bool [N]); see transformer_tf.data.source_text."""
         return encode_sources(self.tokenizer, text, self.max_source_tokens)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def translate(self, text):
         """Best translation per sentence.
 
@@ -232,7 +239,7 @@ class Translator(IdsTranslator):
         return {"translation": tf.where(empty, tf.constant(""), translation),
                 "score": tf.where(empty, 0.0, scores)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def translate_nbest(self, text):
         """The n_best hypotheses per sentence, best first.
 
@@ -249,7 +256,8 @@ class Translator(IdsTranslator):
         return {"translations": tf.where(empty[:, None], tf.constant(""), texts),
                 "scores": tf.where(empty[:, None], 0.0, result.scores)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="source"),
+    @tf.function(autograph=False,
+                 input_signature=[tf.TensorSpec([None], tf.string, name="source"),
                                   tf.TensorSpec([None], tf.string, name="target")])
     def score(self, source, target):
         """Forced decoding: the log-probability of each given translation.

@@ -502,7 +502,7 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         # only an estimate). Every worker computes the same dev loss and shrinks alike.
         plateau.check_every_pass(steps_per_pass(), functools.partial(
             mean_dev_nll, model, validation_data,
-            tf.function(model.loss_sums, reduce_retracing=True)))
+            tf.function(model.loss_sums, reduce_retracing=True, autograph=False)))
         # Before the checkpoint callback, so that a save at a step holds the new rate.
         callbacks.insert(callbacks.index(checkpoint_callback), plateau)
 

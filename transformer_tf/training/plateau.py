@@ -22,7 +22,7 @@ def mean_dev_nll(trainer, dataset: tf.data.Dataset, step_fn=None) -> float:
     -log p(label) over real target tokens divided by their count. Reads no metric and
     updates none, so it may run in the middle of a Keras epoch. `step_fn`: a compiled
     `trainer.loss_sums` to reuse (None: compiled here)."""
-    step_fn = step_fn or tf.function(trainer.loss_sums, reduce_retracing=True)
+    step_fn = step_fn or tf.function(trainer.loss_sums, reduce_retracing=True, autograph=False)
     nll = tokens = 0.0
     for batch in dataset:
         sums = step_fn(batch)

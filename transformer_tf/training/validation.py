@@ -49,7 +49,8 @@ class ValidationTranslations(keras.callbacks.Callback):
         self.decoding = DecodingConfig(beam_size=1, max_extra_length=max_extra_length)
         self.show_attention = attention_images
         self.history: list[tuple[int, float]] = []
-        self._translate_batch = tf.function(self._translate_text, reduce_retracing=True)
+        self._translate_batch = tf.function(self._translate_text, reduce_retracing=True,
+                                            autograph=False)
 
     def _translate_text(self, text):
         source_ids, _, empty = encode_sources(
