@@ -50,7 +50,7 @@ from transformer_tf.training.distribution import (
 )
 from transformer_tf.training.keep_best import EarlyStopping, KeepBest
 from transformer_tf.training.optimizer import FusedAdam
-from transformer_tf.training.plateau import ShrinkOnPlateau, mean_dev_nll
+from transformer_tf.training.plateau import ShrinkOnPlateau, compiled_loss_sums, mean_dev_nll
 from transformer_tf.training.precision import resolve_precision
 from transformer_tf.training.schedule import TransformerSchedule, WarmupHoldCooldown
 from transformer_tf.training.speed_probe import probe_speed
@@ -502,7 +502,7 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         # only an estimate). Every worker computes the same dev loss and shrinks alike.
         plateau.check_every_pass(steps_per_pass(), functools.partial(
             mean_dev_nll, model, validation_data,
-            tf.function(model.loss_sums, reduce_retracing=True, autograph=False)))
+            compiled_loss_sums(model)))
         # Before the checkpoint callback, so that a save at a step holds the new rate.
         callbacks.insert(callbacks.index(checkpoint_callback), plateau)
 

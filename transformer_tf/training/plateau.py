@@ -16,13 +16,19 @@ logger = logging.getLogger(__name__)
 MONITOR = "val_nll"  # the dev-set per-token NLL: log perplexity, as ConvS2S monitors
 
 
+def compiled_loss_sums(trainer):
+    """`trainer.loss_sums` as one tf.function for any batch shape (traced without
+    AutoGraph: its code has no Python control flow over tensors)."""
+    return tf.function(trainer.loss_sums, reduce_retracing=True, autograph=False)
+
+
 def mean_dev_nll(trainer, dataset: tf.data.Dataset, step_fn=None) -> float:
     """Per-token negative log-likelihood in nats (log perplexity) of `trainer`'s network
     over every batch of `dataset` (((source, target_in), labels), PAD-padded): the sum of
     -log p(label) over real target tokens divided by their count. Reads no metric and
     updates none, so it may run in the middle of a Keras epoch. `step_fn`: a compiled
     `trainer.loss_sums` to reuse (None: compiled here)."""
-    step_fn = step_fn or tf.function(trainer.loss_sums, reduce_retracing=True, autograph=False)
+    step_fn = step_fn or compiled_loss_sums(trainer)
     nll = tokens = 0.0
     for batch in dataset:
         sums = step_fn(batch)
