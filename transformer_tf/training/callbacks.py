@@ -264,6 +264,7 @@ class TimeCooldown(keras.callbacks.Callback):
         self.budget = budget
         self.cooldown_seconds = cooldown_minutes * 60.0
         self.factor = factor
+        self._assigned = None  # the value last written to `factor` (None: none yet)
 
     def value(self) -> float:
         """The factor now: 1 before the cool-down, then the fraction of it left."""
@@ -278,7 +279,7 @@ class TimeCooldown(keras.callbacks.Callback):
             self._assigned = value
 
     def on_train_begin(self, logs=None):
-        self._assigned = None
+        self._assigned = None  # a new fit: the variable may have been restored
         self._set()
 
     def on_train_batch_begin(self, batch, logs=None):
