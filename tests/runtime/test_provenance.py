@@ -15,10 +15,24 @@ def test_the_machine_names_the_model_the_cores_and_only_the_flags_that_matter(
     cpuinfo.write_text("processor\t: 0\nmodel name\t: Test CPU 9000\n"
                        "flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_bf16 sha_ni\n")
     monkeypatch.setenv("TRANSFORMER_TF_CPUINFO", str(cpuinfo))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(os.cpu_count())),
+                        raising=False)  # not pinned, whatever runs the suite
     assert provenance.machine_description() == (
         f"Test CPU 9000, {os.cpu_count()} cores; flags: avx2, fma, avx512f, avx512_bf16")
     cpuinfo.write_text("processor\t: 0\nmodel name\t: Old CPU\nflags\t\t: fpu sse2\n")
     assert provenance.machine_description().endswith("flags: none of AVX2/AVX-512")
+
+
+def test_a_pinned_process_says_on_how_many_cores_it_ran(tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: avx2 fma\n")
+    monkeypatch.setenv("TRANSFORMER_TF_CPUINFO", str(cpuinfo))
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2}, raising=False)
+    assert provenance.machine_description() == (
+        "Test CPU, 4 cores, this process pinned to 1 (taskset); flags: avx2, fma")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert provenance.machine_description() == "Test CPU, 4 cores; flags: avx2, fma"
 
 
 def test_the_commit_is_the_checkouts_head_wherever_the_command_runs(tmp_path, monkeypatch):

@@ -15,11 +15,25 @@ _CHECKOUT = pathlib.Path(__file__).resolve().parents[2]
 
 def machine_description() -> str:
     """CPU model, cores and the instruction-set flags that matter for speed, e.g.
-    "AMD EPYC, 2 cores; flags: avx2, fma"."""
+    "AMD EPYC, 2 cores; flags: avx2, fma", or "AMD EPYC, 2 cores, this process pinned to
+    1 (taskset); flags: avx2, fma" when it may run on fewer cores than the machine has
+    (TensorFlow sizes its thread pools by the cores a process may use)."""
     flags = cpu.read_cpu_flags()
     shown = [flag for flag in SHOWN_FLAGS if flag in flags]
-    return (f"{cpu.cpu_model_name()}, {os.cpu_count()} cores; flags: "
-            f"{', '.join(shown) or 'none of AVX2/AVX-512'}")
+    cores = f"{os.cpu_count()} cores"
+    usable = _usable_cores()
+    if usable is not None and usable < os.cpu_count():
+        cores += f", this process pinned to {usable} (taskset)"
+    return f"{cpu.cpu_model_name()}, {cores}; flags: {', '.join(shown) or 'none of AVX2/AVX-512'}"
+
+
+def _usable_cores() -> int | None:
+    """The number of cores this process may run on (its CPU affinity), or None where the
+    platform does not say (macOS)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return None
 
 
 def current_commit() -> str:
