@@ -233,7 +233,10 @@ def search_in_lanes(search, source_ids, lanes: int) -> SearchResult:
     float rounding of other batch shapes).
 
     The lanes are separate loops in the graph with no data between them: they run in
-    parallel only when the inter-op thread pool has `lanes` threads or more. On a CPU,
+    parallel only when the inter-op thread pool has `lanes` threads or more. In a graph,
+    `search` is traced once and called once per lane (TensorFlow inlines the calls when it
+    runs the graph, so the loops are the same as with one trace per lane; tracing, and a
+    SavedModel, hold the search once instead of `lanes` times). On a CPU,
     intra-op 1 and inter-op = lanes (= cores) serves a large request fastest: one thread
     per loop instead of every small matrix product split over all cores
     (bench/README.md, "Lanes").
@@ -256,6 +259,8 @@ def search_in_lanes(search, source_ids, lanes: int) -> SearchResult:
     batch_size = tf.shape(source_ids)[0]
     rows_per_lane = tf.maximum((batch_size + lanes - 1) // lanes, 1)
     padded, _, order = _filled_and_sorted(source_ids, rows_per_lane * lanes)
+    if tf.inside_function():
+        search = tf.function(search, autograph=False)  # every lane's input: [rows, S]
     results = [search(tf.gather(padded, order[lane::lanes])) for lane in range(lanes)]
     width = tf.reduce_max(tf.stack([tf.shape(result.ids)[2] for result in results]))
     ids = [tf.pad(result.ids, [[0, 0], [0, 0], [0, width - tf.shape(result.ids)[2]]],
