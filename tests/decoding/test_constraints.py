@@ -330,7 +330,8 @@ def test_every_copy_grammar_hypothesis_is_the_source_in_brackets(path):
         return search_model(model, ids, decoding, n_best=3, constraint=grammar)
 
     if path == "compacting":
-        search = tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        search = tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)],
+                             autograph=False)
     result = search(tf.constant(sources))
     for row, count in enumerate(counts):
         pieces = [int(t) for t in sources[row] if t not in (EOS_ID, PAD_ID)]

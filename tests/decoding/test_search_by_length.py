@@ -45,8 +45,12 @@ def _traced(search):
     """`search` (ids -> SearchResult) as one tf.function for any batch and length: traced
     once, where an eager call runs every step of its loops op by op in Python (about three
     times slower). Served searches always run traced; the eager path keeps one witness
-    (test_each_row_gets_what_it_gets_alone with chunks of 4, greedy)."""
-    return tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    (test_each_row_gets_what_it_gets_alone with chunks of 4, greedy). Traced without
+    AutoGraph, as the library traces its own searches (converting the search code costs
+    about 20 s of CPU per process); a user's own tf.function, AutoGraph on, keeps one
+    witness (test_chunks_in_a_tf_function_with_unknown_batch_and_length)."""
+    return tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)],
+                       autograph=False)
 
 
 @functools.lru_cache(maxsize=None)  # the reference is shared by the tests that need it
@@ -106,7 +110,7 @@ def test_a_source_cursor_model_gets_what_it_gets_alone(chunk_size, xla):
     search = tf.function(
         lambda ids: search_model_by_length(model, ids, decoding, n_best=2,
                                            encode_rows=4, jit_compile=xla),
-        input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     result = search(tf.constant(sources))
     _assert_same_as_alone(result, _row_by_row(model, 0, decoding, 2))
     copied = [np.isin(ids[ids > EOS_ID], source[source > EOS_ID]).sum()
@@ -115,6 +119,8 @@ def test_a_source_cursor_model_gets_what_it_gets_alone(chunk_size, xla):
 
 
 def test_chunks_in_a_tf_function_with_unknown_batch_and_length():
+    """As a user would wrap it: a tf.function with AutoGraph on (the library's own are
+    traced without it)."""
     model = _transformer()
     decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=4)
     search = tf.function(  # rows encoded 2 at a time: groups that are empty, too
@@ -180,7 +186,8 @@ def test_lanes_in_a_tf_function_take_any_batch():
     one_search = functools.partial(search_model_by_length, model,
                                    decoding=decoding.replace(chunk_size=4))
     search = tf.function(lambda ids: search_in_lanes(one_search, ids, 3),
-                         input_signature=[tf.TensorSpec([None, None], tf.int32)])
+                         input_signature=[tf.TensorSpec([None, None], tf.int32)],
+                         autograph=False)
     sources = _sources(seed=3)
     plain = _traced(lambda ids: search_model(model, ids, decoding))
     np.testing.assert_array_equal(search(tf.constant(sources)).ids,
@@ -270,7 +277,7 @@ def test_xla_compiled_chunks_find_the_same_hypotheses():
     search = tf.function(
         lambda ids: search_model_by_length(model, ids, decoding.replace(chunk_size=4),
                                            n_best=n_best, jit_compile=True),
-        input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     result = search(tf.constant(sources))
     assert result.ids.shape[2] == max(LENGTHS) + 6
     _assert_same_as_alone(result, _row_by_row(model, 4, decoding, n_best))
@@ -282,6 +289,7 @@ def test_xla_buckets_never_pass_the_models_positions():
     sources = _sources(seed=4)
     decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=6)
     result = tf.function(lambda ids: search_model_by_length(
-        model, ids, decoding.replace(chunk_size=4), jit_compile=True))(tf.constant(sources))
+        model, ids, decoding.replace(chunk_size=4), jit_compile=True),
+        autograph=False)(tf.constant(sources))
     assert result.ids.shape[2] == 12  # outputs capped at the model's positions too
     _assert_same_as_alone(result, _row_by_row(model, 4, decoding, 1))

@@ -131,8 +131,8 @@ def test_xla_search_with_laid_out_kernels_finds_the_graph_search_output(pad_mult
                                    max_lengths=tf.fill([3], 12), cache_length=cache_length,
                                    max_decode_length=12)
 
-    graph = tf.function(lambda s: search(s, None))(source)
-    xla = tf.function(lambda s: search(s, 12), jit_compile=True)(source)
+    graph = tf.function(lambda s: search(s, None), autograph=False)(source)
+    xla = tf.function(lambda s: search(s, 12), jit_compile=True, autograph=False)(source)
     np.testing.assert_array_equal(xla.ids.numpy(), graph.ids.numpy())
     np.testing.assert_allclose(xla.scores.numpy(), graph.scores.numpy(), rtol=1e-4, atol=1e-4)
 

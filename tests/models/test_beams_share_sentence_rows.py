@@ -62,7 +62,7 @@ def test_beams_sharing_a_sentence_row_get_what_tiled_rows_get(kind, cache_length
     tokens = tf.constant(tokens, tf.int32)
 
     want_logits, want_state = _decode(model, tiled, tokens)
-    for run in (_decode, tf.function(_decode)):
+    for run in (_decode, tf.function(_decode, autograph=False)):
         got_logits, got_state = run(model, beams, tokens)
         np.testing.assert_allclose(got_logits, want_logits, rtol=1e-5, atol=1e-5)
         tf.nest.map_structure(

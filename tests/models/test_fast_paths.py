@@ -145,7 +145,8 @@ def test_mixed_precision_cached_decoding_reproduces_teacher_forcing(policy):
     real = real_positions(target_lengths, target.shape[1])
     scale = np.abs(full[real]).max()
     # In a graph, as the search runs it, and eagerly.
-    for name, run in (("graph", tf.function(decode_all)), ("eager", decode_all)):
+    for name, run in (("graph", tf.function(decode_all, autograph=False)),
+                      ("eager", decode_all)):
         cached = run(tf.constant(source), tf.constant(target)).numpy()
         # Same arithmetic in the same dtype, over one position at a time instead of the
         # whole prefix: kernels for other shapes may round differently (seen: 0 to 1 ulp of
@@ -256,9 +257,10 @@ def test_xla_search_matches_graph(beam_size):
             max_decode_length=fixed_length, forbidden_ids=(PAD_ID, BOS_ID, EOS_ID))
 
     source = tf.constant(source)
-    graph = tf.nest.map_structure(lambda x: x.numpy(), tf.function(search)(source))
+    graph = tf.nest.map_structure(lambda x: x.numpy(),
+                                  tf.function(search, autograph=False)(source))
     xla = tf.nest.map_structure(lambda x: x.numpy(),
-                                tf.function(search, jit_compile=True)(source))
+                                tf.function(search, jit_compile=True, autograph=False)(source))
     assert xla.ids.shape == (3, beam_size, fixed_length)
     np.testing.assert_array_equal(xla.ids, graph.ids)
     np.testing.assert_array_equal(xla.lengths, graph.lengths)
