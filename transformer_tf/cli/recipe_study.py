@@ -1,4 +1,4 @@
-"""Today's recipe against others at equal target tokens, on the dev set (issue 39): the
+"""The preset's recipe against others at equal target tokens, on the dev set (issue 39): the
 preset's recipe, the preset's with half its batch for twice the steps, the budget-aware
 recipe (docs/training.md) and that recipe with the paper's decaying rate (--arms),
 trained for each --steps budget (in steps of 4,096 tokens) with each --seed, every run's

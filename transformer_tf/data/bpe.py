@@ -358,10 +358,9 @@ class BpeTokenizer(tf.Module):
         return tf.RaggedTensor.from_row_splits(values, tf.cast(row_splits, tf.int64),
                                                validate=False)
 
-    @tf.function(autograph=False,
-        input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1,
-                                             row_splits_dtype=tf.int64)]
-    )
+    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1,
+                                                      row_splits_dtype=tf.int64)],
+                 autograph=False)
     def _detokenize_ragged(self, ids: tf.RaggedTensor) -> tf.Tensor:
         keep = (ids != PAD_ID) & (ids != BOS_ID) & (ids != EOS_ID)
         ids = tf.ragged.boolean_mask(ids, keep)

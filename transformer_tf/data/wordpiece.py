@@ -203,9 +203,9 @@ class WordpieceTokenizer(tf.Module):
         pieces = self._wordpiece.tokenize(words)  # [N, words, pieces]
         return pieces.merge_dims(1, 2).with_row_splits_dtype(tf.int64)
 
-    @tf.function(autograph=False,
-        input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1,
-                                             row_splits_dtype=tf.int64)])
+    @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1,
+                                                      row_splits_dtype=tf.int64)],
+                 autograph=False)
     def _detokenize_ragged(self, ids: tf.RaggedTensor) -> tf.Tensor:
         keep = (ids != PAD_ID) & (ids != BOS_ID) & (ids != EOS_ID)
         ids = tf.ragged.boolean_mask(ids, keep)

@@ -1,4 +1,4 @@
-"""Today's recipe against the planned one (training/recipe_plan.py) at equal steps, on the
+"""The preset's recipe against the planned one (training/recipe_plan.py) at equal steps, on the
 development set: each arm trained for each step budget with each seed, scored with beam
 search on the dev set: its latest checkpoint, the average of its final checkpoints, and
 the one of the two the main job's dev-set rule keeps (inference/selection.py).
