@@ -81,8 +81,10 @@ def test_flags_come_from_the_first_processor():
 @pytest.mark.parametrize("user_value", [None, "0"])
 def test_the_training_command_chooses_before_tensorflow_loads(user_value):
     """scripts/train.py (stopped by a usage error, before any training) turns oneDNN on
-    where it pays and says so; with the user's TF_ENABLE_ONEDNN_OPTS it is silent."""
-    env = {k: v for k, v in os.environ.items() if k != cpu.ONEDNN_VARIABLE}
+    where it pays and says so; with the user's TF_ENABLE_ONEDNN_OPTS it is silent. It
+    bounds TensorFlow's CPU memory too (tests/runtime/test_memory_bound.py)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in (cpu.ONEDNN_VARIABLE, "TF_CPU_ALLOCATOR_USE_BFC")}
     if user_value is not None:
         env[cpu.ONEDNN_VARIABLE] = user_value
     run = subprocess.run([sys.executable, str(REPO / "scripts" / "train.py"),
@@ -92,6 +94,7 @@ def test_the_training_command_chooses_before_tensorflow_loads(user_value):
     expected = user_value is None and cpu.onednn_pays_for_training(
         cpu.read_cpu_flags(), platform.machine())
     assert ("TF_ENABLE_ONEDNN_OPTS=1: oneDNN kernels" in run.stderr) is expected
+    assert "TensorFlow's CPU memory bounded to" in run.stderr
 
 
 AVX512_BF16_EPYC = ("processor : 0\nflags : fpu avx fma avx2 avx512f avx512bw avx512_vnni "

@@ -40,7 +40,7 @@ from transformer_tf.cli.model_flags import (
     resolve_model_flags,
 )
 from transformer_tf.runtime import console
-from transformer_tf.runtime.cpu import prefer_onednn_for_training
+from transformer_tf.runtime.training_process import prepare_for_training
 
 
 def main(argv=None):
@@ -94,7 +94,7 @@ def main(argv=None):
     add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    prefer_onednn_for_training()
+    prepare_for_training()
     with console.session(args.verbose):
         return run_command(_run, parser, args, verbose=args.verbose)
 

@@ -36,7 +36,7 @@ from transformer_tf.cli.flags import (
 )
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
 from transformer_tf.runtime import console
-from transformer_tf.runtime.cpu import prefer_onednn_for_training
+from transformer_tf.runtime.training_process import prepare_for_training
 
 
 def main(argv=None) -> int:
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    prefer_onednn_for_training()
+    prepare_for_training()
     command = command_as_run("python scripts/parse_ablation.py", argv)
     with console.session(args.verbose):
         return run_command(_run, parser, args, command, verbose=args.verbose)

@@ -29,7 +29,7 @@ from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_flag, add_precision_flag, add_quiet_flag
 from transformer_tf.jobs.recipe_study import ARMS  # plain Python: no TensorFlow yet
 from transformer_tf.runtime import console
-from transformer_tf.runtime.cpu import prefer_onednn_for_training
+from transformer_tf.runtime.training_process import prepare_for_training
 
 
 def main(argv=None) -> int:
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     add_version_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    prefer_onednn_for_training()
+    prepare_for_training()
     command = command_as_run("python scripts/recipe_study.py", argv)
     with console.session(args.verbose):
         return run_command(_run, args, command, verbose=args.verbose)

@@ -31,7 +31,7 @@ from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flag
 from transformer_tf.jobs.variations import INFORMATIVE_PLAN, PLANS, ROW_GROUPS
 from transformer_tf.presets import PRESET_NAMES
 from transformer_tf.runtime import console
-from transformer_tf.runtime.cpu import prefer_onednn_for_training
+from transformer_tf.runtime.training_process import prepare_for_training
 
 
 def main(argv=None):
@@ -71,7 +71,7 @@ def main(argv=None):
         parser.error(f"--rows: unknown group(s) {unknown}; choose from {','.join(ROW_GROUPS)}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if not args.count_only:
-        prefer_onednn_for_training()
+        prepare_for_training()
     with console.session(args.verbose):
         command = command_as_run("transformer-tf-variations", argv)
         return run_command(_run, parser, args, groups, command, verbose=args.verbose)

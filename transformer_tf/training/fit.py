@@ -313,7 +313,7 @@ def _lower_budget(error, options: TrainOptions, run, model_dir, strategy, step: 
     old = run.training.tokens_per_batch
     floor = smallest_budget(run.training.max_length, strategy.num_replicas_in_sync)
     new = max(old // 2, floor)
-    reason = (error.message or str(error)).strip().splitlines()[0]
+    reason = _allocation_that_failed(error)
     if is_multi_worker(strategy):
         raise tf.errors.ResourceExhaustedError(
             None, None, f"a training batch of tokens_per_batch={old} does not fit in memory "
@@ -337,6 +337,17 @@ def _lower_budget(error, options: TrainOptions, run, model_dir, strategy, step: 
     return _BudgetLowered(dataclasses.replace(
         options, training_overrides={**options.training_overrides, "tokens_per_batch": new},
         init_from=None))
+
+
+def _allocation_that_failed(error) -> str:
+    """The line of an out-of-memory error that names the allocation ("OOM when allocating
+    tensor with shape[...]"): a graph's error starts with "Graph execution error:" and
+    names it further down. Else its first line."""
+    lines = [line.strip() for line in (error.message or str(error)).strip().splitlines()]
+    named = [line for line in lines if "OOM when allocating" in line]
+    if named:
+        return named[0][named[0].index("OOM when allocating"):].split(" on /job:")[0]
+    return lines[0] if lines else type(error).__name__
 
 
 def _save_if_started(checkpoint_callback) -> None:
