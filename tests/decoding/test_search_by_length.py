@@ -200,6 +200,20 @@ def test_lanes_in_a_tf_function_take_any_batch():
     assert empty.ids.shape[0] == 0 and empty.scores.shape == (0, 1)
 
 
+def test_the_lanes_trace_the_search_once(monkeypatch):
+    """In a graph the lanes call one traced search: the model's decoding step is traced
+    once for 3 lanes, not once per lane."""
+    model = _transformer()
+    traced = []
+    step = model.decode_step
+    monkeypatch.setattr(model, "decode_step", lambda *a, **k: traced.append(1) or step(*a, **k))
+    decoding = DecodingConfig(beam_size=2, alpha=0.6, max_extra_length=4, chunk_size=4)
+    search = functools.partial(search_model_by_length, model, decoding=decoding)
+    tf.function(lambda ids: search_in_lanes(search, ids, 3), autograph=False,
+                input_signature=[tf.TensorSpec([None, None], tf.int32)]).get_concrete_function()
+    assert len(traced) == 1
+
+
 def test_lanes_must_be_positive():
     with pytest.raises(ValueError, match="lanes"):
         search_in_lanes(None, tf.zeros([1, 1], tf.int32), 0)
