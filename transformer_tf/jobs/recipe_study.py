@@ -229,7 +229,7 @@ def results_document(rows: list[dict], options: RecipeStudyOptions, started: dic
                  f"target tokens: budgets of {', '.join(f'{s:,}' for s in options.steps)} "
                  f"steps of {REFERENCE_TOKENS_PER_BATCH:,} tokens, seeds "
                  f"{', '.join(map(str, options.seeds))}; gains paired by seed"),
-        "title": "Budget-aware recipe against today's, at equal tokens (dev BLEU)",
+        "title": "Budget-aware recipe against the preset's, at equal tokens (dev BLEU)",
         "command": options.command, "short_command": "python scripts/recipe_study.py ...",
         "commit": started["commit"], "commit_role": "measured",
         "machine": started["machine"], "date": started["date"],
