@@ -60,7 +60,7 @@ BEYOND_THE_POOL = """
 from transformer_tf.runtime.memory_bound import bound_cpu_memory_for_training
 limit = bound_cpu_memory_for_training()
 import tensorflow as tf
-from transformer_tf.training.fit import _allocation_that_failed
+from transformer_tf.runtime.error_text import summary
 small = tf.zeros([64 * 1024 * 1024 // 4])  # 64 MiB: inside the pool
 @tf.function
 def allocate(n):
@@ -69,7 +69,7 @@ try:
     allocate(tf.constant((limit + 64) * 1024 * 1024 // 4))
     print("no error")
 except tf.errors.ResourceExhaustedError as error:
-    print(limit, _allocation_that_failed(error))
+    print(limit, summary(error))
 """
 
 

@@ -13,6 +13,8 @@ import sys
 import traceback
 from typing import Callable
 
+from transformer_tf.runtime import error_text
+
 USAGE_ERROR = 2
 INTERRUPTED = 130
 
@@ -35,14 +37,13 @@ def is_expected(error: BaseException) -> bool:
 
 def message(error: BaseException) -> str:
     """The one-line text of an expected error: "<file>: <what>" for a system OSError,
-    KeyError's without repr quotes, TensorFlow's first line."""
+    KeyError's without repr quotes, TensorFlow's op message (`error_text.summary`)."""
     if isinstance(error, KeyError) and error.args:
-        text = str(error.args[0])
-    elif isinstance(error, OSError) and error.filename is not None and error.strerror:
-        text = f"{error.filename}: {error.strerror}"  # not "[Errno 13] ...: 'x'"
-    else:
-        text = getattr(error, "message", None) or str(error) or type(error).__name__
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+        key = str(error.args[0])
+        return error_text.summary(key) if key.strip() else type(error).__name__
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"  # not "[Errno 13] ...: 'x'"
+    return error_text.summary(error)
 
 
 def run_command(run: Callable[..., int], *args, verbose: bool = False,

@@ -37,6 +37,8 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
+from transformer_tf.runtime import error_text
+
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -230,11 +232,6 @@ class CheckpointError(ValueError):
         super().__init__(f"{self.path}: {problem}")
 
 
-def _first_line(error: BaseException) -> str:
-    text = getattr(error, "message", None) or str(error)
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
-
-
 def checkpoint_problem(prefix) -> CheckpointError | None:
     """What makes the checkpoint at `prefix` unreadable, or None if it looks whole.
 
@@ -261,13 +258,13 @@ def checkpoint_problem(prefix) -> CheckpointError | None:
         reader = tf.train.load_checkpoint(prefix)
         shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
     except (tf.errors.OpError, ValueError) as error:
-        return CheckpointError(index, f"not a readable checkpoint index ({_first_line(error)})")
+        return CheckpointError(index, f"not a readable checkpoint index ({error_text.summary(error)})")
     where = shards[0] if len(shards) == 1 else f"{prefix}.data-*"
     try:
         strings = [np.asarray(reader.get_tensor(key), dtype=object).ravel()
                    for key in shapes if dtypes[key] == tf.string]
     except (IndexError, tf.errors.OpError) as error:
-        return CheckpointError(where, f"truncated or damaged ({_first_line(error)})")
+        return CheckpointError(where, f"truncated or damaged ({error_text.summary(error)})")
     needed = sum(int(np.prod(shapes[key])) * dtypes[key].size
                  for key in shapes if dtypes[key] != tf.string)
     needed += sum(len(value) for values in strings for value in values)
@@ -293,7 +290,7 @@ def reading(prefix):
         yield
     except (IndexError, tf.errors.OpError) as error:
         raise (checkpoint_problem(prefix) or CheckpointError(
-            f"{prefix}.data-*", f"cannot be read ({_first_line(error)})")) from None
+            f"{prefix}.data-*", f"cannot be read ({error_text.summary(error)})")) from None
 
 
 def readable_checkpoints(paths: list[str], wanted: int | None = None) -> list[str]:
@@ -364,7 +361,7 @@ def load_weights(model, checkpoint_path) -> None:
             tf.train.Checkpoint(model=model).read(path).expect_partial() \
                 .assert_existing_objects_matched()
         except (ValueError, AssertionError) as error:
-            mismatch = _first_line(error)
+            mismatch = error_text.summary(error)
         if mismatch is not None:
             gc.collect()  # the failed restore's status logs its warnings when collected
     if mismatch is not None:

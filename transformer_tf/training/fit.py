@@ -40,6 +40,7 @@ from transformer_tf.presets import get_preset
 from transformer_tf.rundir import batch_budget, checkpoints, init_source
 from transformer_tf.rundir import model_dir as model_dir_lib
 from transformer_tf.rundir.lock import hold_run
+from transformer_tf.runtime import error_text
 from transformer_tf.training import callbacks as callbacks_lib
 from transformer_tf.training import recipe_plan
 from transformer_tf.training.accumulation import pack_micro_batches
@@ -50,7 +51,11 @@ from transformer_tf.training.distribution import (
 )
 from transformer_tf.training.keep_best import EarlyStopping, KeepBest
 from transformer_tf.training.optimizer import FusedAdam
-from transformer_tf.training.plateau import ShrinkOnPlateau, compiled_loss_sums, mean_dev_nll
+from transformer_tf.training.plateau import (
+    ShrinkOnPlateau,
+    compiled_loss_sums,
+    mean_dev_nll,
+)
 from transformer_tf.training.precision import resolve_precision
 from transformer_tf.training.schedule import TransformerSchedule, WarmupHoldCooldown
 from transformer_tf.training.speed_probe import probe_speed
@@ -313,7 +318,7 @@ def _lower_budget(error, options: TrainOptions, run, model_dir, strategy, step: 
     old = run.training.tokens_per_batch
     floor = smallest_budget(run.training.max_length, strategy.num_replicas_in_sync)
     new = max(old // 2, floor)
-    reason = _allocation_that_failed(error)
+    reason = error_text.summary(error)
     if is_multi_worker(strategy):
         raise tf.errors.ResourceExhaustedError(
             None, None, f"a training batch of tokens_per_batch={old} does not fit in memory "
@@ -337,17 +342,6 @@ def _lower_budget(error, options: TrainOptions, run, model_dir, strategy, step: 
     return _BudgetLowered(dataclasses.replace(
         options, training_overrides={**options.training_overrides, "tokens_per_batch": new},
         init_from=None))
-
-
-def _allocation_that_failed(error) -> str:
-    """The line of an out-of-memory error that names the allocation ("OOM when allocating
-    tensor with shape[...]"): a graph's error starts with "Graph execution error:" and
-    names it further down. Else its first line."""
-    lines = [line.strip() for line in (error.message or str(error)).strip().splitlines()]
-    named = [line for line in lines if "OOM when allocating" in line]
-    if named:
-        return named[0][named[0].index("OOM when allocating"):].split(" on /job:")[0]
-    return lines[0] if lines else type(error).__name__
 
 
 def _save_if_started(checkpoint_callback) -> None:
