@@ -24,7 +24,7 @@ import model_flops
 from transformer_tf.cli.arguments import command_as_run, positive_float, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.runtime import console
-from transformer_tf.runtime.cpu import prefer_onednn_for_training
+from transformer_tf.runtime.training_process import prepare_for_training
 
 
 def flops_per_target_token(preset_name: str, vocab_size: int) -> float:
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     common.set_thread_env()
-    prefer_onednn_for_training()
+    prepare_for_training()
     command = command_as_run("python bench/table2_study.py", argv)
     with console.session(args.verbose):
         return run_command(_run, args, command, verbose=args.verbose)

@@ -21,10 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
 from transformer_tf.config import BOS_ID, EOS_ID, ModelConfig
 from transformer_tf.presets import PRESET_NAMES, get_preset
-from transformer_tf.runtime.cpu import ONEDNN_VARIABLE, prefer_onednn_for_training  # noqa: E402
+from transformer_tf.runtime.cpu import ONEDNN_VARIABLE  # noqa: E402
+from transformer_tf.runtime.training_process import prepare_for_training  # noqa: E402
 
 common.set_thread_env()
-prefer_onednn_for_training()  # as scripts/train.py does: what a user's training gets
+prepare_for_training()  # as scripts/train.py does: what a user's training gets
 
 
 def model_config_for(shape: common.Shape):

@@ -46,9 +46,9 @@ def _traced(search):
     once, where an eager call runs every step of its loops op by op in Python (about three
     times slower). Served searches always run traced; the eager path keeps one witness
     (test_each_row_gets_what_it_gets_alone with chunks of 4, greedy). Traced without
-    AutoGraph, as the library traces its own searches (converting the search code costs
-    about 20 s of CPU per process); a user's own tf.function, AutoGraph on, keeps one
-    witness (test_chunks_in_a_tf_function_with_unknown_batch_and_length)."""
+    AutoGraph, as the library traces its own searches (AutoGraph would convert the
+    search code again in every worker process); a user's own tf.function, AutoGraph on,
+    keeps one witness (test_chunks_in_a_tf_function_with_unknown_batch_and_length)."""
     return tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)],
                        autograph=False)
 
