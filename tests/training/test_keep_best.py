@@ -258,9 +258,13 @@ def test_a_run_whose_later_checkpoints_got_worse_keeps_and_exports_its_best(stop
     latest, best = selection.scores
     assert best.nll < latest.nll - 0.1  # the later one really is worse
     # The best checkpoint's weights are step 4's: they give the dev NLL logged at step 4.
+    # The two NLLs sum the dev set in different batches, so oneDNN may pick other kernels
+    # (seen: 3e-5 apart, relative, on an AMX Xeon): step 4's row is the nearest, and close.
     rows = read_validation_log(model_dir)
+    assert rows[1].step == 4
     assert rows[1].dev_nll != pytest.approx(rows[3].dev_nll, abs=1e-3)
-    assert best.nll == pytest.approx(rows[1].dev_nll, abs=1e-4)
+    assert min(rows, key=lambda row: abs(row.dev_nll - best.nll)) == rows[1]
+    assert best.nll == pytest.approx(rows[1].dev_nll, rel=1e-4)
     assert selection.chosen == best and "decides, best" in selection.reason
     out = export_model_dir(model_dir, tmp_path / "saved" / "1", warmup=False)
     assert read_export_info(out)["checkpoint"] == str(best_dir(model_dir) / "ckpt-4")
