@@ -616,9 +616,16 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
     # Lanes: both engines with one thread per operation and `lanes` parts of a call at once.
     in_lanes = ["--intra-op", "1", "--inter-op", str(prepared["lanes"])]
 
+    translations = Path(tempfile.mkdtemp(prefix="transformer_tf_translations_"))
+    runner.temporary.append(str(translations))
+
     def serve(name, engine, model, *extra):
-        return runner.run(name, "serving", ["--engine", engine, "--model", model, *args, *extra],
+        return runner.run(name, "serving", ["--engine", engine, "--model", model, *args,
+                                            "--translations", str(translations / name), *extra],
                           needs=["ctranslate2"] if engine == "ctranslate2" else ())
+
+    def same_outputs(name, other, batch):
+        return _identical_share(translations / name, translations / other, batch)
 
     ours, ours_error = serve("serving_savedmodel", "savedmodel", prepared["savedmodel"])
     variants = {}
@@ -720,20 +727,36 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
             theirs, theirs_error = peers.get(compute_type, (None, (
                 f"CTranslate2 compute_type {compute_type} not supported on this CPU (it "
                 f"lists {', '.join(prepared['ct2_compute_types'])})")))
-            benchmarks[f"serving_multi30k_beam4_batch{batch}_ct2_{compute_type}"] = \
-                _precision_entry(_run_where(mine, batch=batch), mine_error,
-                                 _run_where(theirs, batch=batch), theirs_error,
-                                 f"CTranslate2 {compute_type} on the converted checkpoint",
-                                 comparison, ours_precision, prepared)
-        benchmarks[f"serving_multi30k_beam4_batch{batch}_bf16_vs_float32"] = \
-            _precision_entry(_run_where(bf16, batch=batch), bf16_error,
-                             _run_where(ours, batch=batch), ours_error,
-                             "our float32 export", "like with like: our two precisions",
-                             "bfloat16", prepared, TARGETS["serving_bf16_vs_float32"])
+            entry = _precision_entry(_run_where(mine, batch=batch), mine_error,
+                                     _run_where(theirs, batch=batch), theirs_error,
+                                     f"CTranslate2 {compute_type} on the converted checkpoint",
+                                     comparison, ours_precision, prepared)
+            entry["peer_same_outputs_as_its_float32"] = same_outputs(
+                f"serving_ctranslate2_{compute_type}", "serving_ctranslate2", batch)
+            benchmarks[f"serving_multi30k_beam4_batch{batch}_ct2_{compute_type}"] = entry
+        entry = _precision_entry(_run_where(bf16, batch=batch), bf16_error,
+                                 _run_where(ours, batch=batch), ours_error,
+                                 "our float32 export", "like with like: our two precisions",
+                                 "bfloat16", prepared, TARGETS["serving_bf16_vs_float32"])
+        entry["same_outputs_as_float32"] = same_outputs(
+            "serving_savedmodel_bf16", "serving_savedmodel", batch)
+        benchmarks[f"serving_multi30k_beam4_batch{batch}_bf16_vs_float32"] = entry
     flipped, _ = serve("serving_savedmodel_lanes_padding_flipped", "savedmodel",
                        prepared["savedmodel_lanes_padding_flipped"], *in_lanes)
     return _fast_paths(prepared, ours, {v: result for v, (result, _) in variants.items()},
                        flipped)
+
+
+def _identical_share(a: Path, b: Path, batch: int) -> float | None:
+    """The share of sentences two serving runs translated identically at batch size
+    `batch`, from the files the worker wrote with --translations; None if either is
+    missing (a run that failed or was skipped)."""
+    paths = [directory / f"batch{batch}.txt" for directory in (a, b)]
+    if not all(path.exists() for path in paths):
+        return None
+    first, second = (path.read_text(encoding="utf-8").splitlines() for path in paths)
+    count = min(len(first), len(second))
+    return round(sum(x == y for x, y in zip(first, second)) / count, 4) if count else None
 
 
 def _precision_entry(mine, mine_error, theirs, theirs_error, peer_name: str,

@@ -27,7 +27,9 @@ source tokens likewise of the input, counted the same way for both engines. Batc
 gives the latency percentiles of its calls. With --max-seconds a batch size stops after
 that many timed seconds (the figures then cover the sentences done). With --reference
 (the translations of --source, line by line) each batch size also gives the sacreBLEU
-of the sentences it translated ("bleu", the default 13a tokenization).
+of the sentences it translated ("bleu", the default 13a tokenization). With --translations
+DIR each batch size's outputs go to DIR/batch<N>.txt, so that two runs can be compared
+sentence by sentence.
 """
 from __future__ import annotations
 
@@ -110,6 +112,8 @@ def main(argv=None):
                         help="operations (TF) or sub-batches (CTranslate2) run at once "
                              "(default 1)")
     parser.add_argument("--reference", help="reference translations of --source, for BLEU")
+    parser.add_argument("--translations", default=None,
+                        help="write each batch size's outputs to DIR/batch<N>.txt, a line each")
     parser.add_argument("--compute-type", default="float32",
                         help="ctranslate2: its compute_type (default float32)")
     parser.add_argument("--warm-up-buckets", action="store_true",
@@ -173,6 +177,12 @@ def main(argv=None):
             run.update(latency_p50_ms=1000 * statistics.median(times),
                        latency_p99_ms=1000 * percentile(times, 0.99))
         report["runs"].append(run)
+        if args.translations:
+            out = Path(args.translations)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"batch{batch_size}.txt").write_text(
+                "".join(line.replace("\n", " ") + "\n" for line in translations),
+                encoding="utf-8")
     common.emit(report)
 
 
