@@ -172,6 +172,39 @@ def test_last_words_of_a_killed_command_reach_the_terminal():
     assert done.stderr == b"F0000 Check failed: last words\n"
 
 
+def test_a_line_reaches_the_terminal_while_the_command_still_runs():
+    # A log line or a warning must show when it is written, not when the command exits:
+    # the child writes one line, then waits until the parent has read it.
+    child = ("import os, sys\nfrom transformer_tf.runtime import console\n"
+             "with console.session():\n"
+             "    os.write(2, b'INFO step 500: validation BLEU 8.50\\n')\n"
+             "    sys.stdin.readline()\n"
+             "    os.write(2, b'done\\n')\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    process = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={**env, "PYTHONPATH": str(REPO)})
+    try:
+        first = _line_within(process.stderr, seconds=30)
+        process.stdin.write(b"go\n")
+        process.stdin.close()
+        assert first == b"INFO step 500: validation BLEU 8.50\n"
+        assert process.stderr.read() == b"done\n"
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def _line_within(stream, seconds: float) -> bytes | None:
+    """The next line of a pipe, or None if none ends within `seconds`."""
+    import threading
+
+    lines = []
+    reader = threading.Thread(target=lambda: lines.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    return lines[0] if lines else None
+
+
 class _Chunks:
     """A binary source that `read` returns in the given chunks."""
 

@@ -134,8 +134,11 @@ def filter_stream(source, sink, level: int = QUIET_LEVEL) -> None:
     progress bar's last "\r" piece, then sentencepiece's line as the next pass's tokenizer
     is created); a partial line is passed on at once, except a tail that may become noise."""
     tail_pattern = re.compile(rb"(?:" + noise_lines(level).pattern + rb")\r?\Z")
+    # read1: what the pipe has now. A buffered read(n) waits for n bytes or the end, which
+    # would hold every log line and progress bar until the command exits.
+    read = getattr(source, "read1", source.read)
     pending = b""
-    while chunk := source.read(1 << 16):
+    while chunk := read(1 << 16):
         pending += chunk
         out = []
         for piece in re.split(rb"(?<=[\n\r])", pending):
