@@ -69,6 +69,20 @@ def test_files_merge_in_order_and_the_command_line_wins(tiny_multi30k, tmp_path)
     assert "vocab_size" not in dumped(["--config", str(base)])["model"]
 
 
+def test_an_option_flag_takes_several_fields_and_repeats():
+    settings = dumped(["--preset", "tiny", "--model-option", "d_model=24", "num_heads=4",
+                       "--training-option", "seed=9", "warmup_steps=70",
+                       "--model-option", "d_ff=40"])
+    assert (settings["model"]["d_model"], settings["model"]["num_heads"],
+            settings["model"]["d_ff"]) == (24, 4, 40)
+    assert (settings["training"]["seed"], settings["training"]["warmup_steps"]) == (9, 70)
+    # A field of the other config after a flag is still named as not being one of its.
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
+        train_cli.main(["--preset", "tiny", "--model-option", "d_model=24", "seed=9",
+                        "--dump-config"])
+    assert "--model-option" in err.getvalue() and "seed" in err.getvalue()
+
+
 @pytest.mark.parametrize("text, name, message", [
     ("preset: tiny\nmodel:\n  d_modle: 24\n", "a.yaml", r"a\.yaml: model\.d_modle is not a field"),
     ('{"trainig": {}}', "a.json", r"a\.json: unknown key\(s\) \['trainig'\]"),

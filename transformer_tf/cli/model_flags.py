@@ -41,14 +41,16 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_option_flags(parser: argparse.ArgumentParser,
-                     model_help: str = "override a field of the preset's model config, e.g. "
-                                       "d_model=256 (repeatable)",
-                     training_help: str = "override a TrainingConfig field, e.g. "
-                                          "clip_norm=1.0 (repeatable)") -> None:
-    parser.add_argument("--model-option", action="append", metavar="FIELD=VALUE",
+                     model_help: str = "override fields of the preset's model config, e.g. "
+                                       "d_model=512 d_ff=2048 (repeatable)",
+                     training_help: str = "override TrainingConfig fields, e.g. "
+                                          "clip_norm=1.0 seed=2 (repeatable)") -> None:
+    """--model-option and --training-option, each taking one or more FIELD=VALUE (the
+    commands that have them take no positional arguments these could swallow)."""
+    parser.add_argument("--model-option", nargs="+", action="extend", metavar="FIELD=VALUE",
                         help=model_help)
-    parser.add_argument("--training-option", action="append", metavar="FIELD=VALUE",
-                        help=training_help)
+    parser.add_argument("--training-option", nargs="+", action="extend",
+                        metavar="FIELD=VALUE", help=training_help)
 
 
 def resolve_option_flags(parser: argparse.ArgumentParser, args,

@@ -61,8 +61,8 @@ def main(argv=None) -> int:
              help="steps between dev loss evaluations (default 200)")
     add_search_flags(parser, "each row's preset's: beam 21, input + 300", length=True,
                      alpha=False, purpose="the dev parse")
-    add_option_flags(parser, "override a ModelConfig field of every row (repeatable)",
-                     "override a TrainingConfig field of every row (repeatable)")
+    add_option_flags(parser, "override ModelConfig fields of every row (repeatable)",
+                     "override TrainingConfig fields of every row (repeatable)")
     add_precision_flag(parser)
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)

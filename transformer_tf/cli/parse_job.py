@@ -78,8 +78,8 @@ def main(argv=None):
     parser.add_argument("--saved-model-dir",
                         help="export here, an empty or new NAME/VERSION directory (default "
                              "WORK/saved_model/<the next free version>)")
-    add_option_flags(parser, "override a ModelConfig field (repeatable)",
-                     "override a TrainingConfig field (repeatable)")
+    add_option_flags(parser, "override ModelConfig fields (repeatable)",
+                     "override TrainingConfig fields (repeatable)")
     add_config_flags(parser)
     add_precision_flag(parser)
     add_quiet_flag(parser)
