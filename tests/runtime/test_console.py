@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
 import warnings
 
 import pytest
@@ -196,8 +197,6 @@ def test_a_line_reaches_the_terminal_while_the_command_still_runs():
 
 def _line_within(stream, seconds: float) -> bytes | None:
     """The next line of a pipe, or None if none ends within `seconds`."""
-    import threading
-
     lines = []
     reader = threading.Thread(target=lambda: lines.append(stream.readline()), daemon=True)
     reader.start()
