@@ -2,6 +2,7 @@
 """Where our time goes: tf.profiler over a training step or a decode, summed by op type.
 
     python bench/profile_tf.py --what train --shape base [--xla] [--steps 2] [--json]
+        [--precision mixed_bfloat16]
     python bench/profile_tf.py --what decode --shape base --beam 4 [--steps 1]
     python bench/profile_tf.py --what serving --saved-model DIR --sentences FILE [--batch 64]
 
@@ -121,6 +122,9 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=64, help="serving: sentences per call")
     parser.add_argument("--logdir", default=None, help="keep the trace here (default: temp)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"],
+                        help="train and decode: Keras dtype policy of the model (default "
+                             "float32; an export carries its own)")
     parser.add_argument("--intra-op", type=int, default=common.THREADS,
                         help=f"threads per operation (default {common.THREADS})")
     parser.add_argument("--inter-op", type=int, default=1,
@@ -141,6 +145,7 @@ def main(argv=None):
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op)
     import keras
 
+    keras.mixed_precision.set_global_policy(args.precision)
     from train_tf import model_config_for
     from transformer_tf.config import BOS_ID, EOS_ID
     from transformer_tf.presets import get_preset
