@@ -124,7 +124,7 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"],
                         help="train and decode: Keras dtype policy of the model (default "
-                             "float32; an export carries its own)")
+                             "float32)")
     parser.add_argument("--intra-op", type=int, default=common.THREADS,
                         help=f"threads per operation (default {common.THREADS})")
     parser.add_argument("--inter-op", type=int, default=1,
@@ -133,6 +133,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.what == "serving" and not (args.saved_model and args.sentences):
         parser.error("--what serving needs --saved-model and --sentences")
+    if args.what == "serving" and args.precision != "float32":
+        parser.error("--precision is for train and decode: an export runs in the precision "
+                     "it was exported with")
     shape = common.SHAPES[args.shape]
 
     # TF is imported after argument parsing, and Keras and the library only once TF's
