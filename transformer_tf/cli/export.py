@@ -1,10 +1,11 @@
 """Export a trained model as a SavedModel for TF Serving (text in, text out).
 
-Uses MDIR's averaged checkpoint if there is one (scripts/average_checkpoints.py), else its
-latest training checkpoint, unless --checkpoint says otherwise. The version directory is
-written atomically, in the layout TF Serving watches: saved_models/NAME/VERSION (VERSION an
-integer; not inside a training run). --overwrite replaces only a SavedModel; the old
-version is deleted once the new one is in place, so a failed or killed export loses none.
+Uses --checkpoint, else the checkpoint MDIR's last choice kept (the main job's dev-set
+choice, or scripts/average_checkpoints.py's), else MDIR's averaged checkpoint, else its
+newest training checkpoint. The version directory is written atomically, in the layout TF
+Serving watches: saved_models/NAME/VERSION (VERSION an integer; not inside a training
+run). --overwrite replaces only a SavedModel; the old version is deleted once the new one
+is in place, so a failed or killed export loses none.
 
 Examples:
   python scripts/export.py --model-dir runs/multi30k_en_de/model --out saved_models/en_de/1

@@ -1,12 +1,13 @@
 """Export a trained Transformer as a CTranslate2 model (a second CPU serving target).
 
-Uses MDIR's averaged checkpoint if there is one, else its latest training checkpoint,
-unless --checkpoint says otherwise. Writes CTranslate2's model.bin, config.json and
-shared_vocabulary.json, plus the run's sentencepiece model (bpe.model) and
-transformer_tf.json (decoding settings), atomically into a version directory NAME/VERSION
-(VERSION an integer; not inside a training run); --overwrite replaces only a CTranslate2
-model, deleted once the new one is in place. Only the Transformer family converts.
-Needs the ctranslate2 package (the [ctranslate2] extra: pip install 'ctranslate2==4.8.*').
+Uses --checkpoint, else the checkpoint MDIR's last choice kept (the main job's dev-set
+choice, or average_checkpoints.py's), else MDIR's averaged checkpoint, else its newest.
+Writes CTranslate2's model.bin, config.json and shared_vocabulary.json, plus the run's
+sentencepiece model (bpe.model) and transformer_tf.json (decoding settings), atomically
+into a version directory NAME/VERSION (VERSION an integer; not inside a training run);
+--overwrite replaces only a CTranslate2 model, deleted once the new one is in place. Only
+the Transformer family converts. Needs the ctranslate2 package (the [ctranslate2] extra:
+pip install 'ctranslate2==4.8.*').
 
 There is no --precision here: --quantization sets the weights' storage type, and
 CTranslate2 chooses its arithmetic when it loads the model

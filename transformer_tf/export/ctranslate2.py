@@ -284,10 +284,10 @@ def export_ctranslate2(model, model_proto: bytes, out_dir, decoding: DecodingCon
 def export_model_dir_ctranslate2(model_dir, out_dir, checkpoint=None, overwrite: bool = False,
                                  quantization: str | None = None,
                                  decoding: DecodingConfig | None = None) -> pathlib.Path:
-    """Export a training run (its averaged checkpoint if present, else the latest, unless
-    `checkpoint` says otherwise) as a CTranslate2 model, recording `decoding` (None: the
-    run's own settings) for the runner. `out_dir` (`export.versions`' rules), the family and the model's convertibility
-    are checked before any weight is read."""
+    """Export a training run (`checkpoint`, else the one the run is used with:
+    `loading.default_checkpoint`) as a CTranslate2 model, recording `decoding` (None: the
+    run's own settings) for the runner. `out_dir` (`export.versions`' rules), the family
+    and the model's convertibility are checked before any weight is read."""
     from transformer_tf.inference.loading import load_trained
     from transformer_tf.rundir import model_dir as model_dir_lib
 

@@ -14,8 +14,9 @@ from transformer_tf.visualization.maps import AttentionMaps, sentence_maps
 
 def load_model(model_dir=None, saved_model=None, checkpoint=None,
                decoding: DecodingConfig | None = None):
-    """(model, tokenizer, decoding config) from exactly one of a model directory (its
-    averaged checkpoint if there is one, else the latest; or `checkpoint`) or a SavedModel
+    """(model, tokenizer, decoding config) from exactly one of a model directory (the
+    checkpoint the run is used with, `loading.default_checkpoint`: its recorded dev-set
+    choice, else its averaged checkpoint, else the newest; or `checkpoint`) or a SavedModel
     written by transformer_tf (the model rebuilt from its variables); the decoding config
     is `decoding`, or when None the source's own (`loading.source_decoding`)."""
     if (model_dir is None) == (saved_model is None):
