@@ -1,15 +1,19 @@
 """Pronoun heads' arithmetic (`evaluation.pronoun_heads`) on hand-made attention and cases:
 each head's choice, the hit counts against a brute-force loop, and the positional
-baseline on cases worked by hand."""
+baseline on cases worked by hand, and a head against the baseline (sign test by hand and
+by enumeration)."""
 import itertools
 
 import numpy as np
 import pytest
 
 from transformer_tf.evaluation.pronoun_heads import (
+    HeadAgainstOffset,
     PositionalBaseline,
+    head_against_offset,
     head_hits,
     positional_baseline,
+    sign_test_p_value,
     strongest_other_word,
 )
 
@@ -57,3 +61,35 @@ def test_no_offset_beats_the_chosen_one():
 def test_no_cases_is_an_error():
     with pytest.raises(ValueError, match="no cases"):
         positional_baseline([], [], [])
+
+
+@pytest.mark.parametrize("wins, losses, expected", [
+    (0, 0, 1.0),            # no discordant case: nothing to tell them apart
+    (5, 0, 2 / 32),         # all five one way: 2 * (1/2)^5
+    (0, 5, 2 / 32),
+    (9, 1, 2 * 11 / 1024),  # 2 * (C(10,0) + C(10,1)) / 2^10
+    (3, 3, 1.0),            # 2 * 42/64 > 1, capped
+])
+def test_sign_test_p_values_worked_by_hand(wins, losses, expected):
+    assert sign_test_p_value(wins, losses) == pytest.approx(expected)
+
+
+def test_sign_test_is_the_share_of_splits_at_least_as_uneven():
+    # Enumerate all 2^n equally likely splits of n discordant cases.
+    for n in range(1, 11):
+        for wins in range(n + 1):
+            gap = abs(2 * wins - n)
+            as_uneven = sum(1 for signs in itertools.product((0, 1), repeat=n)
+                            if abs(2 * sum(signs) - n) >= gap)
+            assert sign_test_p_value(wins, n - wins) == pytest.approx(
+                min(1.0, as_uneven / 2 ** n if gap else 1.0)), (wins, n)
+
+
+def test_a_head_against_the_offset_counts_the_cases_only_one_gets_right():
+    pronouns = [3, 4, 5, 2, 6]
+    antecedents = [1, 2, 4, 0, 5]   # offset -2 right in cases 0, 1 and 3
+    head = [1, 0, 4, 1, 5]          # right in cases 0, 2 and 4
+    assert head_against_offset(head, pronouns, antecedents, offset=-2) == \
+        HeadAgainstOffset(head_only=2, offset_only=2, p_value=1.0)
+    weaker = head_against_offset([1, 2, 0, 1, 0], pronouns, antecedents, offset=-2)
+    assert (weaker.head_only, weaker.offset_only) == (0, 1)  # right in 0 and 1 only

@@ -57,6 +57,11 @@ def test_every_head_measured_and_two_drawn(random_weights_run, shared_data_dir, 
     assert values["best_share"] == best["share"]
     assert values["other_share"] == min(r["share"] for r in rows
                                         if r["layer"] == values["best_layer"])
+    # The best head and the offset share the cases both get right: taking away the ones
+    # only the head gets and adding the ones only the offset gets gives the offset's hits.
+    assert best["hits"] - values["best_only"] + values["offset_only"] == \
+        round(values["baseline_share"] * values["cases"])
+    assert 0.0 < values["best_vs_offset_p"] <= 1.0
     assert all(pathlib.Path(path).is_file() for path in document["figure"]["files"])
     assert document["command"].endswith("--test") and document["machine"]
 

@@ -13,6 +13,7 @@ is that of the best d (ties: the smaller |d|, then the negative one).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,3 +54,35 @@ def positional_baseline(pronouns: Sequence[int], antecedents: Sequence[int],
     pronouns, antecedents = np.asarray(pronouns), np.asarray(antecedents)
     best = max(offsets, key=lambda d: (np.mean(pronouns + d == antecedents), -offsets.index(d)))
     return PositionalBaseline(best, float(np.mean(pronouns + best == antecedents)))
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadAgainstOffset:
+    """One head against the positional baseline on the same cases: the cases only the head
+    answers right, those only the offset answers right, and the exact two-sided sign test
+    over these discordant cases (McNemar's exact test): the chance of a split at least
+    this uneven if either were as likely to be the one right."""
+
+    head_only: int
+    offset_only: int
+    p_value: float
+
+
+def sign_test_p_value(wins: int, losses: int) -> float:
+    """Exact two-sided sign test: 2 * P(X <= min(wins, losses)) for X ~ Binomial(wins +
+    losses, 1/2), at most 1; 1.0 with no discordant case."""
+    n = wins + losses
+    tail = sum(math.comb(n, k) for k in range(min(wins, losses) + 1)) / 2 ** n
+    return min(1.0, 2.0 * tail)
+
+
+def head_against_offset(head_choices: Sequence[int], pronouns: Sequence[int],
+                        antecedents: Sequence[int], offset: int) -> HeadAgainstOffset:
+    """head_choices [cases], the word one head chose for each case, against the baseline
+    answering pronoun + `offset`; pronouns and antecedents [cases] word indices."""
+    antecedents = np.asarray(antecedents)
+    head_right = np.asarray(head_choices) == antecedents
+    offset_right = np.asarray(pronouns) + offset == antecedents
+    head_only = int(np.sum(head_right & ~offset_right))
+    offset_only = int(np.sum(offset_right & ~head_right))
+    return HeadAgainstOffset(head_only, offset_only, sign_test_p_value(head_only, offset_only))

@@ -11,7 +11,9 @@ antecedent, per layer and head, against the best fixed-offset baseline.
    drawn by `visualization.figures.write_figures` (their heat maps side by side, and the
    lines from the pronoun) for the first case the best head gets right and the other
    wrong, with the sentence's German reference as target;
-5. the results file (results/README.md's format): cases, baseline, every head's share.
+5. the best head against the baseline on the same cases: those only one of them gets
+   right, and the exact sign test over them (`head_against_offset`);
+6. the results file (results/README.md's format): cases, baseline, every head's share.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from transformer_tf.data.multi30k import multi30k_corpus
 from transformer_tf.data.possessives import PronounCase, find_case
 from transformer_tf.data.text_lines import iter_parallel_lines
 from transformer_tf.evaluation.pronoun_heads import (
+    head_against_offset,
     head_hits,
     positional_baseline,
     strongest_other_word,
@@ -141,9 +144,16 @@ def measure(options: PronounHeadsOptions) -> dict:
                        "other_head": other[1],
                        "other_share": round(float(shares[other[0] - 1, other[1] - 1]), 3),
                        "layers": shares.shape[0], "heads": shares.shape[1]})
+        paired = head_against_offset(choices[:, best[0] - 1, best[1] - 1],
+                                     [c.pronoun for c, _ in cases],
+                                     [c.antecedent for c, _ in cases], baseline.offset)
+        values.update({"best_only": paired.head_only, "offset_only": paired.offset_only,
+                       "best_vs_offset_p": round(paired.p_value, 4)})
         headline = ("{cases} pronouns: layer {best_layer} head {best_head} attends most to "
                     "the antecedent in a share {best_share:.3f}; the best fixed offset "
-                    "({baseline_offset:+d} words) {baseline_share:.3f}")
+                    "({baseline_offset:+d} words) {baseline_share:.3f}; right where the "
+                    "offset is wrong in {best_only} cases, the reverse in {offset_only} "
+                    "(sign test p {best_vs_offset_p})")
         if options.figure_dir is not None:
             figure = _draw(model, tokenizer, decoding, cases, choices, best, other,
                            options.figure_dir)
