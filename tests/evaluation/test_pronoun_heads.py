@@ -82,7 +82,7 @@ def test_sign_test_is_the_share_of_splits_at_least_as_uneven():
             as_uneven = sum(1 for signs in itertools.product((0, 1), repeat=n)
                             if abs(2 * sum(signs) - n) >= gap)
             assert sign_test_p_value(wins, n - wins) == pytest.approx(
-                min(1.0, as_uneven / 2 ** n if gap else 1.0)), (wins, n)
+                min(1.0, as_uneven / 2 ** n)), (wins, n)
 
 
 def test_a_head_against_the_offset_counts_the_cases_only_one_gets_right():

@@ -115,9 +115,9 @@ def measure(options: PronounHeadsOptions) -> dict:
     if not cases:
         raise ValueError(f"no sentence of the splits {list(options.splits)} has a possessive "
                          "with an antecedent")
-    baseline = positional_baseline([c.pronoun for c, _ in cases],
-                                   [c.antecedent for c, _ in cases],
-                                   [len(c.words) for c, _ in cases])
+    pronouns = [case.pronoun for case, _ in cases]
+    antecedents = [case.antecedent for case, _ in cases]
+    baseline = positional_baseline(pronouns, antecedents, [len(c.words) for c, _ in cases])
     values = {"cases": len(cases), "baseline_offset": baseline.offset,
               "baseline_share": round(baseline.share, 3)}
     rows, figure = [], None
@@ -132,7 +132,7 @@ def measure(options: PronounHeadsOptions) -> dict:
         attention = pronoun_rows(model, tokenizer, [c for c, _ in cases], options.batch_size)
         choices = np.stack([strongest_other_word(rows, case.pronoun)
                             for rows, (case, _) in zip(attention, cases)])
-        hits = head_hits(choices, [c.antecedent for c, _ in cases])
+        hits = head_hits(choices, antecedents)
         shares = hits / len(cases)
         best, other = contrasting_heads(shares)
         rows = [{"layer": layer + 1, "head": head + 1,
@@ -145,8 +145,7 @@ def measure(options: PronounHeadsOptions) -> dict:
                        "other_share": round(float(shares[other[0] - 1, other[1] - 1]), 3),
                        "layers": shares.shape[0], "heads": shares.shape[1]})
         paired = head_against_offset(choices[:, best[0] - 1, best[1] - 1],
-                                     [c.pronoun for c, _ in cases],
-                                     [c.antecedent for c, _ in cases], baseline.offset)
+                                     pronouns, antecedents, baseline.offset)
         values.update({"best_only": paired.head_only, "offset_only": paired.offset_only,
                        "best_vs_offset_p": round(paired.p_value, 4)})
         headline = ("{cases} pronouns: layer {best_layer} head {best_head} attends most to "
