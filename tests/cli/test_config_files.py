@@ -38,7 +38,7 @@ def test_run_config_given_back_is_the_same_run(tiny_multi30k, tmp_path):
         data_dir=data, model_dir="unused", preset="tiny",
         model_overrides={"d_model": 24, "num_heads": 4},
         training_overrides={"warmup_steps": 50, "label_smoothing": 0.2},
-        decoding_overrides={"beam_size": 3}), tiny_multi30k)
+        decoding_overrides={"beam_size": 3}), tiny_multi30k, "float32")
     recorded = tmp_path / "run_config.json"
     recorded.write_text(first.to_json())
 
@@ -47,7 +47,8 @@ def test_run_config_given_back_is_the_same_run(tiny_multi30k, tmp_path):
     raw = json.loads(first.to_json())
     for key in ("preset", "family", "model", "training", "decoding", "data_dir"):
         assert settings[key] == raw[key], key
-    again = _run_config(train_options(settings["data_dir"], settings), tiny_multi30k)
+    again = _run_config(train_options(settings["data_dir"], settings), tiny_multi30k,
+                        "float32")
     assert again.to_json() == first.to_json()
 
 
@@ -61,9 +62,9 @@ def test_files_merge_in_order_and_the_command_line_wins(tiny_multi30k, tmp_path)
                        str(later), "--training-option", "seed=9", "--warmup-steps", "80"])
     assert settings["preset"] == "tiny" and settings["model"]["d_model"] == 24
     assert settings["model"]["vocab_size"] == tiny_multi30k.vocab_size  # the data's
-    # later.json over base.yaml; --training-option over both (--warmup-steps is applied at
-    # training, after the dump: the dump shows the files and the option flags).
-    assert settings["training"]["warmup_steps"] == 70 and settings["training"]["seed"] == 9
+    # later.json over base.yaml; --training-option and --warmup-steps over both: the dump
+    # shows what the run would train with.
+    assert settings["training"]["warmup_steps"] == 80 and settings["training"]["seed"] == 9
     assert settings["decoding"]["alpha"] == 1.0
     # Without data, no vocabulary size is claimed.
     assert "vocab_size" not in dumped(["--config", str(base)])["model"]
@@ -105,7 +106,7 @@ def test_a_missing_file_and_a_vocabulary_size_that_is_not_the_datas(tiny_multi30
     with pytest.raises(ConfigError, match="vocab_size 123 differs from the prepared data's"):
         _run_config(TrainOptions(data_dir=str(tiny_multi30k.directory), model_dir="unused",
                                  preset="tiny", model_overrides={"vocab_size": 123}),
-                    tiny_multi30k)
+                    tiny_multi30k, "float32")
 
 
 def test_the_recorded_run_config_reads_as_a_run_config(tiny_multi30k):
@@ -122,7 +123,7 @@ def test_the_parsing_job_takes_its_run_config_back(tiny_multi30k, tmp_path, monk
         data_dir=str(tiny_multi30k.directory), model_dir="unused", preset="tiny",
         model_overrides={"d_model": 24, "num_heads": 4},
         training_overrides={"warmup_steps": 50}, decoding_overrides={"beam_size": 3}),
-        tiny_multi30k)
+        tiny_multi30k, "float32")
     work = tmp_path / "work"
     work.mkdir()
     (work / "data").symlink_to(tiny_multi30k.directory)  # the job's prepared data
@@ -136,7 +137,8 @@ def test_the_parsing_job_takes_its_run_config_back(tiny_multi30k, tmp_path, monk
     settings, raw = json.loads(out.getvalue()), json.loads(first.to_json())
     for key in ("preset", "family", "model", "training", "decoding"):
         assert settings[key] == raw[key], key
-    again = _run_config(train_options(tiny_multi30k.directory, settings), tiny_multi30k)
+    again = _run_config(train_options(tiny_multi30k.directory, settings), tiny_multi30k,
+                        "float32")
     assert again.to_json() == first.to_json()
 
     # Without --dump-config the job gets the same settings (stopped before it starts).

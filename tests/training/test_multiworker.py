@@ -88,8 +88,9 @@ def existing_checkpoint(prepared, model_dir, options):
 
     from transformer_tf.rundir import checkpoints, model_dir as model_dir_lib
     from transformer_tf.training import fit
+    from transformer_tf.training.precision import resolve_precision
 
-    run = fit._run_config(options, prepared)
+    run = fit._run_config(options, prepared, resolve_precision(options.precision)[0])
     model_dir_lib.write_run_config(model_dir, run)
     model = fit.build_model_and_optimizer(run.model, run.training)
     rng = np.random.default_rng(3)

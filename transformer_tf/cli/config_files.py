@@ -109,9 +109,10 @@ def check_fields(settings: FileSettings, model_class) -> None:
 
 def resolved_settings(preset, model_overrides: dict, training_overrides: dict,
                       decoding_overrides: dict, preset_name: str,
-                      vocab_size: int | None) -> dict[str, Any]:
+                      vocab_size: int | None, precision: str = "float32") -> dict[str, Any]:
     """What `--dump-config` prints: the preset with every change applied, in the layout
-    `--config` reads (the model's vocabulary size only when the data is known)."""
+    `--config` reads (the model's vocabulary size only when the data is known; the
+    training fields of a run in `precision`, a Keras dtype policy)."""
     model_changes = dict(model_overrides)
     if vocab_size is not None:
         model_changes["vocab_size"] = vocab_size
@@ -120,5 +121,6 @@ def resolved_settings(preset, model_overrides: dict, training_overrides: dict,
     if vocab_size is None:
         model_config.pop("vocab_size", None)
     return {"preset": preset_name, "family": preset.family, "model": model_config,
-            "training": preset.training.replace(**training_overrides).get_config(),
+            "training": preset.training_for(precision).replace(
+                **training_overrides).get_config(),
             "decoding": preset.decoding.replace(**decoding_overrides).get_config()}

@@ -111,7 +111,7 @@ def _run(parser, args) -> int:
     choice = resolve_model_flags(parser, args)
     args.preset = choice.preset
     if args.dump_config:
-        print(dump_config(choice, vocab_size=args.vocab_size))
+        print(dump_config(choice, vocab_size=args.vocab_size, precision=args.precision))
         return 0
     minutes = args.train_minutes if args.train_minutes and args.train_minutes > 0 else None
     if minutes is None and args.epochs is None and args.max_steps is None:

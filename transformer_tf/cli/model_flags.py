@@ -97,16 +97,20 @@ def resolve_model_flags(parser: argparse.ArgumentParser, args,
 
 
 def dump_config(choice: ModelChoice, data_dir: str | None = None,
-                vocab_size: int | None = None) -> str:
+                vocab_size: int | None = None, precision: str = "auto") -> str:
     """`--dump-config`'s JSON: the resolved configuration, with the data's vocabulary size
-    and directory when `data_dir` holds prepared data (else `vocab_size`, if known)."""
+    and directory when `data_dir` holds prepared data (else `vocab_size`, if known), and
+    the preset's training fields for `precision` (a `--precision` value, resolved on this
+    machine as training would)."""
+    from transformer_tf.training.precision import resolve_precision
+
     if data_dir is not None:
         from transformer_tf.data.prepared_reader import load_prepared
 
         vocab_size = load_prepared(data_dir).vocab_size
     settings = resolved_settings(get_preset(choice.preset), choice.model_overrides,
                                  choice.training_overrides, choice.decoding_overrides,
-                                 choice.preset, vocab_size)
+                                 choice.preset, vocab_size, resolve_precision(precision)[0])
     if data_dir is not None:
         settings["data_dir"] = str(pathlib.Path(data_dir).resolve())
     return json.dumps(settings, indent=2, sort_keys=True)

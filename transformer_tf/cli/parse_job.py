@@ -103,7 +103,7 @@ def _run(parser, args) -> int:
 
         data_dir = Path(args.work_dir) / "data"  # the job's prepared treebank, once there
         print(dump_config(choice, data_dir if (data_dir / METADATA_FILE).exists() else None,
-                          vocab_size=args.vocab_size))
+                          vocab_size=args.vocab_size, precision=args.precision))
         return 0
     treebank = args.treebank
     if treebank is None:

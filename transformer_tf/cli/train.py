@@ -113,8 +113,12 @@ def _run(parser, args) -> int:
     choice = resolve_model_flags(parser, args)
     args.preset, training_overrides = choice.preset, choice.training_overrides
     args.data = args.data or choice.data_dir
+    for flag, field in (("tokens_per_batch", "tokens_per_batch"),
+                        ("warmup_steps", "warmup_steps"), ("seed", "seed")):
+        if getattr(args, flag) is not None:
+            training_overrides[field] = getattr(args, flag)
     if args.dump_config:
-        print(dump_config(choice, args.data))
+        print(dump_config(choice, args.data, precision=args.precision))
         return 0
     if args.data is None:
         parser.error("give --data (or a --config file with data_dir)")
@@ -126,10 +130,6 @@ def _run(parser, args) -> int:
                      "plan; base, big and big_en_fr do: 100k, 300k, 300k steps)")
     if args.early_stopping is not None and args.validation_sentences == 0:
         parser.error("--early-stopping needs dev BLEU: --validation-sentences must be above 0")
-    for flag, field in (("tokens_per_batch", "tokens_per_batch"),
-                        ("warmup_steps", "warmup_steps"), ("seed", "seed")):
-        if getattr(args, flag) is not None:
-            training_overrides[field] = getattr(args, flag)
     options = TrainOptions(
         data_dir=args.data, model_dir=args.model_dir, preset=args.preset,
         model_overrides=choice.model_overrides, training_overrides=training_overrides,

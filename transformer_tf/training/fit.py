@@ -147,7 +147,9 @@ class TrainResult:
     stop_reason: str = ""  # why it stopped, in one line
 
 
-def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
+def _run_config(options: TrainOptions, prepared, precision: str) -> model_dir_lib.RunConfig:
+    """The run's configs: the preset's for `precision` (`Preset.training_for`), with the
+    options' overrides applied."""
     preset = get_preset(options.preset)
     given = options.model_overrides.get("vocab_size", prepared.vocab_size)
     if given != prepared.vocab_size:
@@ -155,7 +157,13 @@ def _run_config(options: TrainOptions, prepared) -> model_dir_lib.RunConfig:
                           f"{prepared.vocab_size} ({options.data_dir}): the vocabulary size "
                           f"is the data's; drop it or prepare the data with that size")
     model = preset.model.replace(**{**options.model_overrides, "vocab_size": given})
-    training = preset.training.replace(**options.training_overrides)
+    training = preset.training_for(precision).replace(**options.training_overrides)
+    taken = {field: value for field, value in preset.fields_for(precision).items()
+             if field not in options.training_overrides}
+    if taken:
+        logger.info("preset %r in %s: %s (in float32: %s)", options.preset, precision,
+                    ", ".join(f"{field}={value}" for field, value in taken.items()),
+                    ", ".join(f"{field}={getattr(preset.training, field)}" for field in taken))
     return model_dir_lib.RunConfig(
         model=model.resolved(), training=training,
         decoding=preset.decoding.replace(**options.decoding_overrides),
@@ -268,15 +276,26 @@ def train(options: TrainOptions) -> TrainResult:
 
 
 def _with_recorded_budget(run, options: TrainOptions, model_dir):
-    """`run` with the token budget MDIR lowered earlier, unless `options` set one."""
-    record = batch_budget.read_budget(model_dir)
-    if record is None or "tokens_per_batch" in options.training_overrides:
+    """`run` with the token budget MDIR trained with, unless `options` set one: the budget
+    the run lowered when a batch did not fit in memory, else the one its run_config.json
+    recorded. A resumed run thus keeps its batches where its preset's batch changed since,
+    or is another on this machine's precision (`Preset.training_for`)."""
+    if "tokens_per_batch" in options.training_overrides:
         return run
-    logger.warning("tokens_per_batch %d instead of %d: the run lowered it when a batch did "
-                   "not fit in memory (%s)", record["tokens_per_batch"],
-                   run.training.tokens_per_batch, batch_budget.budget_path(model_dir))
-    return dataclasses.replace(
-        run, training=run.training.replace(tokens_per_batch=int(record["tokens_per_batch"])))
+    record = batch_budget.read_budget(model_dir)
+    if record is not None:
+        logger.warning("tokens_per_batch %d instead of %d: the run lowered it when a batch "
+                       "did not fit in memory (%s)", record["tokens_per_batch"],
+                       run.training.tokens_per_batch, batch_budget.budget_path(model_dir))
+        recorded = int(record["tokens_per_batch"])
+    elif (pathlib.Path(model_dir) / model_dir_lib.RUN_CONFIG).exists():
+        recorded = model_dir_lib.read_run_config(model_dir).training.tokens_per_batch
+        if recorded != run.training.tokens_per_batch:
+            logger.info("tokens_per_batch %d, as the run began (its preset gives %d here)",
+                        recorded, run.training.tokens_per_batch)
+    else:
+        return run
+    return dataclasses.replace(run, training=run.training.replace(tokens_per_batch=recorded))
 
 
 def _init_source(options: TrainOptions, model_dir, run, prepared):
@@ -360,7 +379,7 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         raise ValueError(f"recipe: expected one of {RECIPES}, got {options.recipe!r}")
     started = time.monotonic()
     prepared = load_prepared(options.data_dir)
-    run = _run_config(options, prepared)
+    run = _run_config(options, prepared, precision)
     pooled = pooled_ids(run.training, prepared.bpe_model_path.read_bytes(),
                         run.model.vocab_size, where=f"data directory {options.data_dir}")
     validating = options.validation_sentences > 0 and "valid" in prepared.splits
