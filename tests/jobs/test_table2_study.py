@@ -2,6 +2,7 @@
 with fake training and scoring over a real prepared directory: rows written as runs
 finish, a killed study resumes without redoing them, the figure is drawn from the runs'
 validation logs, the results file renders in the docs."""
+import dataclasses
 import json
 import types
 
@@ -10,7 +11,7 @@ import pytest
 
 from transformer_tf.evaluation import results_tables
 from transformer_tf.jobs import table2_study as study
-from transformer_tf.presets import get_preset
+from transformer_tf.presets import get_preset, register_preset, unregister_preset
 from transformer_tf.rundir import model_dir as model_dir_lib
 from transformer_tf.rundir.validation_log import (
     ValidationRecord,
@@ -57,6 +58,27 @@ def test_pass_size_counts_the_batches_and_real_target_tokens_of_one_pass(tiny_mu
     assert size["target_tokens"] >= 400
 
 
+
+def test_pass_size_batches_as_the_preset_trains_in_the_precision(tiny_multi30k):
+    """A preset whose batch differs in mixed precision is counted with that batch."""
+    from transformer_tf.data.datasets import make_training_dataset
+
+    tiny = get_preset("tiny")
+    register_preset("tiny_mixed_batch", dataclasses.replace(
+        tiny, mixed_precision_training={"tokens_per_batch": 4 * tiny.training.tokens_per_batch}))
+    try:
+        data = str(tiny_multi30k.directory)
+        in_float32 = study.pass_size(data, "tiny_mixed_batch", "float32")
+        in_mixed = study.pass_size(data, "tiny_mixed_batch", "mixed_bfloat16")
+    finally:
+        unregister_preset("tiny_mixed_batch")
+    assert in_float32 == study.pass_size(data, "tiny")
+    larger = list(make_training_dataset(
+        tiny_multi30k, "train", tokens_per_batch=4 * tiny.training.tokens_per_batch,
+        max_length=tiny.training.max_length, shuffle=False, repeat=False))
+    assert in_mixed["batches"] == len(larger) < in_float32["batches"]
+    assert in_mixed["target_tokens"] == in_float32["target_tokens"]  # the same pairs
+
 class Fakes:
     def __init__(self, fail_at=None):
         self.fail_at, self.trained = fail_at, []
@@ -100,8 +122,8 @@ SIZES = {"multi30k": {"batches": 12, "target_tokens": 6000},
 @pytest.fixture
 def known_pass_sizes(monkeypatch):
     counted = []
-    monkeypatch.setattr(study, "pass_size",
-                        lambda data_dir, preset: counted.append(preset) or SIZES[preset])
+    monkeypatch.setattr(study, "pass_size", lambda data_dir, preset, precision:
+                        counted.append(preset) or SIZES[preset])
     return counted
 
 

@@ -114,17 +114,18 @@ def run_directory(work_dir, arm: str, preset: str, seed: int) -> pathlib.Path:
 
 
 # ------------------------------------------------------------------------ the columns
-def pass_size(data_dir: str, preset: str) -> dict:
+def pass_size(data_dir: str, preset: str, precision: str = "float32") -> dict:
     """{"batches", "target_tokens"}: optimizer steps and real target tokens in one pass
-    over the training split, batched as `preset` trains (its token budget and length
-    filter), counted by running the input pipeline once."""
+    over the training split, batched as `preset` trains in `precision`, a Keras dtype
+    policy (its token budget and length filter: `Preset.training_for`), counted by
+    running the input pipeline once."""
     import tensorflow as tf
 
     from transformer_tf.config import PAD_ID
     from transformer_tf.data.datasets import make_training_dataset
     from transformer_tf.data.prepared_reader import load_prepared
 
-    training = get_preset(preset).training
+    training = get_preset(preset).training_for(precision)
     dataset = make_training_dataset(
         load_prepared(data_dir), "train", tokens_per_batch=training.tokens_per_batch,
         max_length=training.max_length, shuffle=False, repeat=False)
@@ -325,9 +326,12 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     path.parent.mkdir(parents=True, exist_ok=True)
     rows, started = _read_document(path, options)
     pass_sizes = started.pop("pass_sizes")
+    from transformer_tf.training.precision import resolve_precision
+
+    precision = resolve_precision(options.precision)[0]  # as each run's training resolves it
     for preset in options.presets:
         if preset not in pass_sizes:
-            pass_sizes[preset] = pass_size(options.data_dir, preset)
+            pass_sizes[preset] = pass_size(options.data_dir, preset, precision)
     vocab_size = load_prepared(options.data_dir).vocab_size
     done = {row["key"] for row in rows}
     plan = [(seed, arm, preset) for seed in options.seeds for arm in options.arms
