@@ -78,8 +78,8 @@ def test_a_run_takes_its_precisions_batch_and_keeps_it_when_resumed(
         resumed = train("float", "mixed_bfloat16", max_steps=2)
     assert (resumed.step, resumed.tokens_per_batch) == (2, 512)
     assert recorded_batch("float") == 512
-    assert any(r.getMessage() == f"tokens_per_batch 512, as the run began (its preset "
-                                 f"gives {MIXED_BATCH} here)" for r in caplog.records)
+    assert any(r.getMessage() == f"{tmp_path / 'float'} keeps its recorded tokens_per_batch "
+                                 f"512 (its preset's here: {MIXED_BATCH})" for r in caplog.records)
     # A batch the user gives on resuming still wins.
     assert train("float", "mixed_bfloat16", max_steps=3,
                  tokens_per_batch=300).tokens_per_batch == 300

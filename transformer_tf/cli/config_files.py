@@ -109,7 +109,7 @@ def check_fields(settings: FileSettings, model_class) -> None:
 
 def resolved_settings(preset, model_overrides: dict, training_overrides: dict,
                       decoding_overrides: dict, preset_name: str,
-                      vocab_size: int | None, precision: str = "float32") -> dict[str, Any]:
+                      vocab_size: int | None, precision: str) -> dict[str, Any]:
     """What `--dump-config` prints: the preset with every change applied, in the layout
     `--config` reads (the model's vocabulary size only when the data is known; the
     training fields of a run in `precision`, a Keras dtype policy)."""

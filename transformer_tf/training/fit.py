@@ -173,16 +173,28 @@ def _run_config(options: TrainOptions, prepared, precision: str) -> model_dir_li
         tokenizer_sha256=model_dir_lib.tokenizer_sha256(prepared.bpe_model_path.read_bytes()))
 
 
-def _keep_recorded_grammar(run, model_dir) -> model_dir_lib.RunConfig:
-    """`run` with the output grammar the run directory recorded: a resumed run decodes as
-    it did even where its preset's default changed (`parsing` used the tree grammar before
-    it named the paper's parser); an explicit decoding override still wins."""
-    recorded = model_dir_lib.read_run_config(model_dir).decoding.grammar
-    if recorded == run.decoding.grammar:
+# The settings a resumed run keeps from its run_config.json, unless the user gives them:
+# where its preset's value changed since (`parsing` used the tree grammar before it named
+# the paper's parser) or is another at this run's precision (`Preset.training_for`), the
+# run goes on with the batches it trained on and decodes as it did.
+KEPT_ON_RESUME = (("training", "tokens_per_batch"), ("decoding", "grammar"))
+
+
+def _keep_recorded_settings(run, options: TrainOptions, model_dir) -> model_dir_lib.RunConfig:
+    """`run` with the `KEPT_ON_RESUME` settings of the run MDIR recorded, if it has one."""
+    if not (pathlib.Path(model_dir) / model_dir_lib.RUN_CONFIG).exists():
         return run
-    logger.info("%s keeps its recorded output grammar %r (its preset's is now %r)",
-                model_dir, recorded, run.decoding.grammar)
-    return dataclasses.replace(run, decoding=run.decoding.replace(grammar=recorded))
+    recorded = model_dir_lib.read_run_config(model_dir)
+    given = {"training": options.training_overrides, "decoding": options.decoding_overrides}
+    for section, field in KEPT_ON_RESUME:
+        config = getattr(run, section)
+        value, preset_value = getattr(getattr(recorded, section), field), getattr(config, field)
+        if field in given[section] or value == preset_value:
+            continue
+        logger.info("%s keeps its recorded %s %r (its preset's here: %r)", model_dir, field,
+                    value, preset_value)
+        run = dataclasses.replace(run, **{section: config.replace(**{field: value})})
+    return run
 
 
 def make_optimizer(training: TrainingConfig, model_width: int,
@@ -276,26 +288,15 @@ def train(options: TrainOptions) -> TrainResult:
 
 
 def _with_recorded_budget(run, options: TrainOptions, model_dir):
-    """`run` with the token budget MDIR trained with, unless `options` set one: the budget
-    the run lowered when a batch did not fit in memory, else the one its run_config.json
-    recorded. A resumed run thus keeps its batches where its preset's batch changed since,
-    or is another on this machine's precision (`Preset.training_for`)."""
-    if "tokens_per_batch" in options.training_overrides:
-        return run
+    """`run` with the token budget MDIR lowered earlier, unless `options` set one."""
     record = batch_budget.read_budget(model_dir)
-    if record is not None:
-        logger.warning("tokens_per_batch %d instead of %d: the run lowered it when a batch "
-                       "did not fit in memory (%s)", record["tokens_per_batch"],
-                       run.training.tokens_per_batch, batch_budget.budget_path(model_dir))
-        recorded = int(record["tokens_per_batch"])
-    elif (pathlib.Path(model_dir) / model_dir_lib.RUN_CONFIG).exists():
-        recorded = model_dir_lib.read_run_config(model_dir).training.tokens_per_batch
-        if recorded != run.training.tokens_per_batch:
-            logger.info("tokens_per_batch %d, as the run began (its preset gives %d here)",
-                        recorded, run.training.tokens_per_batch)
-    else:
+    if record is None or "tokens_per_batch" in options.training_overrides:
         return run
-    return dataclasses.replace(run, training=run.training.replace(tokens_per_batch=recorded))
+    logger.warning("tokens_per_batch %d instead of %d: the run lowered it when a batch did "
+                   "not fit in memory (%s)", record["tokens_per_batch"],
+                   run.training.tokens_per_batch, batch_budget.budget_path(model_dir))
+    return dataclasses.replace(
+        run, training=run.training.replace(tokens_per_batch=int(record["tokens_per_batch"])))
 
 
 def _init_source(options: TrainOptions, model_dir, run, prepared):
@@ -399,7 +400,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     chief = is_chief(strategy)
     if chief:  # the lock first: nothing is read to decide, or written, without it
         held_until_the_end.enter_context(hold_run(model_dir, create=True))
-    run = _with_recorded_budget(run, options, model_dir)
+    run = _keep_recorded_settings(run, options, model_dir)
+    run = _with_recorded_budget(run, options, model_dir)  # a lowered budget wins
     accumulation = run.training.gradient_accumulation_steps
 
     def dataset(split, repeat, shuffle, drop_counter=None):
@@ -418,8 +420,6 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         model, training = recipe_plan.apply_plan(run.model, run.training, plan)
         run = dataclasses.replace(run, model=model, training=training)
     resuming = model_dir_lib.check_resume_in(model_dir, run)
-    if resuming and "grammar" not in options.decoding_overrides:
-        run = _keep_recorded_grammar(run, model_dir)
     source = _init_source(options, model_dir, run, prepared)
     run = dataclasses.replace(run, init_from=source.get_config() if source else None)
     if chief:
