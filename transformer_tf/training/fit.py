@@ -24,6 +24,7 @@ import functools
 import logging
 import math
 import pathlib
+import sys
 import time
 
 import keras
@@ -78,6 +79,21 @@ class _BudgetLowered(Exception):
     def __init__(self, options: TrainOptions):
         super().__init__()
         self.options = options
+
+
+def keras_verbosity(verbose: int, stream=None) -> int:
+    """`model.fit`'s `verbose` for our `verbose` (0 silent, 1 progress).
+
+    Keras redraws its progress bar in place whenever it runs on Linux, terminal or not,
+    so in a log file or a pipe every step leaves its own line of escape codes. There it
+    gets 2 instead: one line of metrics per epoch (eval_every steps). `stream` is where
+    Keras prints (default sys.stdout).
+    """
+    if verbose != 1:
+        return verbose
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return 1 if isatty is not None and isatty() else 2
 
 
 def run_fit(model, *args, **kwargs):
@@ -542,7 +558,7 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
             run_fit(model, train_data, epochs=math.ceil(planned_steps / eval_every) + 1,
                     initial_epoch=start_step // eval_every, steps_per_epoch=eval_every,
                     validation_data=validation_data, callbacks=callbacks,
-                    verbose=0 if time_only else options.verbose)
+                    verbose=0 if time_only else keras_verbosity(options.verbose))
         except tf.errors.ResourceExhaustedError as error:
             raise _lower_budget(error, options, run, model_dir, strategy,
                                 int(model.optimizer.iterations.numpy()),
