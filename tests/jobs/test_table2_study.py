@@ -47,7 +47,7 @@ def test_pass_size_counts_the_batches_and_real_target_tokens_of_one_pass(tiny_mu
     from transformer_tf.config import PAD_ID
     from transformer_tf.data.datasets import make_training_dataset
 
-    size = study.pass_size(str(tiny_multi30k.directory), "convs2s_tiny")
+    size = study.pass_size(str(tiny_multi30k.directory), "convs2s_tiny", "float32")
     training = get_preset("convs2s_tiny").training
     batches = list(make_training_dataset(
         tiny_multi30k, "train", tokens_per_batch=training.tokens_per_batch,
@@ -56,7 +56,6 @@ def test_pass_size_counts_the_batches_and_real_target_tokens_of_one_pass(tiny_mu
     assert size["target_tokens"] == sum(int(np.sum(b[1].numpy() != PAD_ID)) for b in batches)
     # Every training pair within the length filter once: at least one token (EOS) each.
     assert size["target_tokens"] >= 400
-
 
 
 def test_pass_size_batches_as_the_preset_trains_in_the_precision(tiny_multi30k):
@@ -72,7 +71,7 @@ def test_pass_size_batches_as_the_preset_trains_in_the_precision(tiny_multi30k):
         in_mixed = study.pass_size(data, "tiny_mixed_batch", "mixed_bfloat16")
     finally:
         unregister_preset("tiny_mixed_batch")
-    assert in_float32 == study.pass_size(data, "tiny")
+    assert in_float32 == study.pass_size(data, "tiny", "float32")
     larger = list(make_training_dataset(
         tiny_multi30k, "train", tokens_per_batch=4 * tiny.training.tokens_per_batch,
         max_length=tiny.training.max_length, shuffle=False, repeat=False))

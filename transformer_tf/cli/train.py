@@ -113,10 +113,9 @@ def _run(parser, args) -> int:
     choice = resolve_model_flags(parser, args)
     args.preset, training_overrides = choice.preset, choice.training_overrides
     args.data = args.data or choice.data_dir
-    for flag, field in (("tokens_per_batch", "tokens_per_batch"),
-                        ("warmup_steps", "warmup_steps"), ("seed", "seed")):
-        if getattr(args, flag) is not None:
-            training_overrides[field] = getattr(args, flag)
+    for field in ("tokens_per_batch", "warmup_steps", "seed"):  # flags named as the fields
+        if getattr(args, field) is not None:
+            training_overrides[field] = getattr(args, field)
     if args.dump_config:
         print(dump_config(choice, args.data, precision=args.precision))
         return 0

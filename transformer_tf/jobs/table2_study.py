@@ -114,7 +114,7 @@ def run_directory(work_dir, arm: str, preset: str, seed: int) -> pathlib.Path:
 
 
 # ------------------------------------------------------------------------ the columns
-def pass_size(data_dir: str, preset: str, precision: str = "float32") -> dict:
+def pass_size(data_dir: str, preset: str, precision: str) -> dict:
     """{"batches", "target_tokens"}: optimizer steps and real target tokens in one pass
     over the training split, batched as `preset` trains in `precision`, a Keras dtype
     policy (its token budget and length filter: `Preset.training_for`), counted by
@@ -313,6 +313,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.rundir.model_dir import read_run_config
     from transformer_tf.rundir.validation_log import read_validation_log
+    from transformer_tf.training.precision import resolve_precision
 
     unknown = sorted(set(options.arms) - set(ARMS))
     if unknown:
@@ -326,8 +327,6 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     path.parent.mkdir(parents=True, exist_ok=True)
     rows, started = _read_document(path, options)
     pass_sizes = started.pop("pass_sizes")
-    from transformer_tf.training.precision import resolve_precision
-
     precision = resolve_precision(options.precision)[0]  # as each run's training resolves it
     for preset in options.presets:
         if preset not in pass_sizes:
