@@ -24,7 +24,7 @@ TRANSFORMER_PRESETS = {
     # 60-minute main job (one seed). In mixed precision (a CPU with native bfloat16: some
     # 9,000 steps of 2,048 tokens an hour) 4,096-token batches: in the main job's hour,
     # dev BLEU +1.02 and +0.02 and dev NLL -0.026 and -0.018 (two seeds).
-    # docs/training.md has both studies.
+    # docs/recipe-studies.md has both studies.
     "multi30k": Preset(
         model=ModelConfig(vocab_size=8000, num_layers=3, d_model=256, d_ff=1024,
                           num_heads=4, dropout=0.2, max_position=256),
