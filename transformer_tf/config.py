@@ -388,6 +388,10 @@ class TrainingConfig(_Serialisable):
       max_length: longest source or target (in BPE tokens, eos/bos included) kept for
         training; longer pairs are dropped and counted.
       label_smoothing: eps_ls of the loss (paper: 0.1; Table 3 row D varies it).
+      bpe_dropout: BPE-dropout (Provilkov et al., 2020; not in the paper): while
+        training, each merge of the shared BPE is skipped with this probability, on both
+        sides, drawn anew at every pass; evaluation and serving segment as the model does.
+        0 (the default) turns it off; sentencepiece BPE models only.
       word_loss: how target word pieces are scored. "token": each id is its own class
         (translation; the paper). "any": for parsing with `words` leaves, every piece
         that is not a tree token, EOS or PAD is scored as one class, "a word", as the
@@ -426,6 +430,7 @@ class TrainingConfig(_Serialisable):
     tokens_per_batch: int = 25000
     max_length: int = 256
     label_smoothing: float = 0.1
+    bpe_dropout: float = 0.0
     word_loss: str = "token"
     gradient_accumulation_steps: int = 1
     clip_norm: float | None = None
@@ -456,6 +461,9 @@ class TrainingConfig(_Serialisable):
         self._check_cooldown_clock()
         _check(isinstance(self.label_smoothing, (int, float)) and 0.0 <= self.label_smoothing < 1.0,
                "label_smoothing", f"expected a probability in [0, 1), got {self.label_smoothing!r}")
+        _check(isinstance(self.bpe_dropout, (int, float)) and not isinstance(self.bpe_dropout, bool)
+               and 0.0 <= self.bpe_dropout < 1.0,
+               "bpe_dropout", f"expected a probability in [0, 1), got {self.bpe_dropout!r}")
         _check(self.word_loss in WORD_LOSSES, "word_loss",
                f"expected one of {WORD_LOSSES}, got {self.word_loss!r}")
         _check(0 <= self.adam_beta_1 < 1, "adam_beta_1", "expected a value in [0, 1)")

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Iterable
 
 import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops; SavedModel consumers need it too)
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
@@ -243,6 +244,13 @@ def python_processor(model_proto: bytes):
     return spm.SentencePieceProcessor(model_proto=model_proto)
 
 
+def _sentencepiece_model_type(model_proto: bytes) -> str:
+    """"BPE", "UNIGRAM", "WORD" or "CHAR": the algorithm a sentencepiece model was trained with."""
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model_proto)
+    return sentencepiece_model_pb2.TrainerSpec.ModelType.Name(proto.trainer_spec.model_type)
+
+
 def make_tokenizer(model_proto: bytes):
     """The in-graph tokenizer of a subword model's bytes: `BpeTokenizer` for a sentencepiece
     model, `wordpiece.WordpieceTokenizer` for a word-piece one (the same interface)."""
@@ -328,6 +336,7 @@ class BpeTokenizer(tf.Module):
             )
         self.model_proto = bytes(model_proto)
         self.vocab_size = int(processor.get_piece_size())
+        self.is_bpe = _sentencepiece_model_type(model_proto) == "BPE"
 
     @classmethod
     def from_file(cls, path) -> "BpeTokenizer":
@@ -348,12 +357,44 @@ class BpeTokenizer(tf.Module):
         Returns:
           tf.RaggedTensor int32 [N, None] (row splits int64) of BPE ids, no BOS/EOS.
         """
+        return self._encode(strings, nbest_size=0, alpha=0.0)
+
+    def sample_tokenize(self, strings: tf.Tensor, dropout: float) -> tf.RaggedTensor:
+        """Text to ids with BPE-dropout (Provilkov et al., 2020), for training only.
+
+        Each merge the model would apply is skipped with probability `dropout`, so the same
+        sentence comes out segmented differently (into smaller pieces of the same
+        vocabulary) at each call; `detokenize` gives the same text back. A plain method,
+        not a `tf.function`: it is traced into the training pipeline and never exported.
+        The draws come from sentencepiece's own generator, which takes no seed.
+
+        Args:
+          strings: tf.string [N], as for `tokenize`.
+          dropout: probability in [0, 1) of skipping each merge; 0 is `tokenize`.
+
+        Returns:
+          tf.RaggedTensor int32 [N, None] (row splits int64) of BPE ids, no BOS/EOS.
+        """
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"bpe_dropout: expected a probability in [0, 1), got {dropout!r}")
+        if dropout == 0.0:
+            return self.tokenize(strings)
+        if not self.is_bpe:
+            raise ValueError("bpe_dropout: the subword model is a sentencepiece unigram "
+                             "model; BPE-dropout needs a BPE model (prepare the data with "
+                             "subword 'bpe')")
+        # nbest_size < 0 makes sentencepiece sample; for a BPE model alpha is the
+        # probability of dropping each merge.
+        return self._encode(strings, nbest_size=-1, alpha=float(dropout))
+
+    def _encode(self, strings, nbest_size: int, alpha: float) -> tf.RaggedTensor:
         repaired = tf.strings.unicode_transcode(
             strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
         values, row_splits = gen_sentencepiece_tokenizer.sentencepiece_tokenize_op(
-            self._model_handle(), repaired, nbest_size=0, alpha=0.0, add_bos=False,
-            add_eos=False, reverse=False, out_type=tf.int32, return_nbest=False,
+            self._model_handle(), repaired, nbest_size=nbest_size, alpha=alpha,
+            add_bos=False, add_eos=False, reverse=False, out_type=tf.int32,
+            return_nbest=False,
         )
         return tf.RaggedTensor.from_row_splits(values, tf.cast(row_splits, tf.int64),
                                                validate=False)

@@ -77,6 +77,7 @@ def make_training_dataset(
     validate: bool | None = None,
     return_dict: bool = False,
     prefetch: bool = True,
+    bpe_dropout: float = 0.0,
 ) -> tf.data.Dataset:
     """Token-budget batches of (source, target) pairs for training.
 
@@ -105,11 +106,14 @@ def make_training_dataset(
       return_dict: yield the dict batches {"id": int64 [B], "source": [B, b],
         "target_input": [B, b], "labels": [B, b]} instead of model inputs.
       prefetch: end with prefetch(AUTOTUNE).
+      bpe_dropout: probability of skipping each BPE merge, both sides, a new draw every
+        time a pair is read (`TrainingConfig.bpe_dropout`); 0: the model's segmentation.
 
     Returns:
       Dataset of ((source_ids int32 [B, b], target_input_ids int32 [B, b]),
       labels int32 [B, b]), b a bucket boundary, B <= its batch size; over one pass
-      (repeat=False) every kept pair appears exactly once.
+      (repeat=False) every kept pair appears exactly once (with bpe_dropout, every pair
+      whose sampled segmentation fits max_length).
     """
     files, tokenizer, prepared = _resolve(data, split, tokenizer)
     if validate if validate is not None else not prepared:
@@ -128,7 +132,8 @@ def make_training_dataset(
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
-    dataset = (dataset.apply(tokenize_and_filter(tokenizer, max_length, counter=drop_counter))
+    dataset = (dataset.apply(tokenize_and_filter(tokenizer, max_length, counter=drop_counter,
+                                                 bpe_dropout=bpe_dropout))
                .apply(bucket_by_length(spec)))
     if shuffle and batch_shuffle_buffer > 1:
         dataset = dataset.shuffle(batch_shuffle_buffer,

@@ -192,8 +192,10 @@ def _run_config(options: TrainOptions, prepared, precision: str) -> model_dir_li
 # The settings a resumed run keeps from its run_config.json, unless the user gives them:
 # where its preset's value changed since (`parsing` used the tree grammar before it named
 # the paper's parser) or is another at this run's precision (`Preset.training_for`), the
-# run goes on with the batches it trained on and decodes as it did.
-KEPT_ON_RESUME = (("training", "tokens_per_batch"), ("decoding", "grammar"))
+# run goes on with the batches it trained on, segmented as they were (BPE-dropout), and
+# decodes as it did.
+KEPT_ON_RESUME = (("training", "tokens_per_batch"), ("training", "bpe_dropout"),
+                  ("decoding", "grammar"))
 
 
 def _keep_recorded_settings(run, options: TrainOptions, model_dir) -> model_dir_lib.RunConfig:
@@ -419,12 +421,16 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     run = _keep_recorded_settings(run, options, model_dir)
     run = _with_recorded_budget(run, options, model_dir)  # a lowered budget wins
     accumulation = run.training.gradient_accumulation_steps
+    if run.training.bpe_dropout:
+        logger.info("BPE-dropout %g: each training pair is segmented anew at every pass "
+                    "(dev and test as the model segments)", run.training.bpe_dropout)
 
     def dataset(split, repeat, shuffle, drop_counter=None):
         return make_training_dataset(
             prepared, split, tokens_per_batch=run.training.tokens_per_batch,
             max_length=run.training.max_length, num_replicas=strategy.num_replicas_in_sync,
-            shuffle=shuffle, seed=run.training.seed, repeat=repeat, drop_counter=drop_counter)
+            shuffle=shuffle, seed=run.training.seed, repeat=repeat, drop_counter=drop_counter,
+            bpe_dropout=run.training.bpe_dropout)
 
     @functools.cache
     def steps_per_pass() -> float:  # counted once, if an epoch plan or a new recipe plan asks
