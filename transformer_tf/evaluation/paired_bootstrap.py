@@ -85,8 +85,8 @@ def paired_bootstrap_of_counts(counts_a: np.ndarray, counts_b: np.ndarray,
     """Paired bootstrap of a corpus metric computed from per-sentence counts that add up.
 
     Args:
-      counts_a, counts_b: [sentences, k] counts of A's and B's output of each sentence, in
-        the same sentence order.
+      counts_a: [sentences, k] counts of A's output of each sentence.
+      counts_b: [sentences, k] counts of B's output, in the same sentence order.
       corpus_score: [m, k] summed counts -> [m] corpus scores in percent.
       metric: the metric's name, for the report.
 
