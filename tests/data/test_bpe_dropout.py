@@ -108,14 +108,14 @@ def _unigram_model(sentences) -> bytes:
 
 
 def test_word_pieces_and_unigram_models_refuse_it(small_tokenizer, multi30k_dir, gz_lines):
-    assert small_tokenizer.is_bpe
+    assert small_tokenizer.model_type == "BPE"
     vocab = ["<pad>", "<unk>", "<s>", "</s>", "a", "##b"]
     model = wordpiece.MAGIC + json.dumps({"vocab": vocab, "suffix_indicator": "##",
                                           "max_bytes_per_word": 12}).encode()
     with pytest.raises(ValueError, match="bpe_dropout.*WordpieceTokenizer"):
         tokenize_and_filter(wordpiece.WordpieceTokenizer(model), 64, bpe_dropout=0.1)
     unigram = bpe.BpeTokenizer(_unigram_model(gz_lines(multi30k_dir / "train.en.gz", 500)))
-    assert not unigram.is_bpe
+    assert unigram.model_type == "UNIGRAM"
     assert unigram.sample_tokenize(tf.constant(["a dog"]), 0.0).to_list()
     with pytest.raises(ValueError, match="bpe_dropout.*unigram"):
         unigram.sample_tokenize(tf.constant(["a dog"]), 0.1)

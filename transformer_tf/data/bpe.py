@@ -336,7 +336,7 @@ class BpeTokenizer(tf.Module):
             )
         self.model_proto = bytes(model_proto)
         self.vocab_size = int(processor.get_piece_size())
-        self.is_bpe = _sentencepiece_model_type(model_proto) == "BPE"
+        self.model_type = _sentencepiece_model_type(model_proto)  # "BPE" from train_bpe
 
     @classmethod
     def from_file(cls, path) -> "BpeTokenizer":
@@ -379,10 +379,10 @@ class BpeTokenizer(tf.Module):
             raise ValueError(f"bpe_dropout: expected a probability in [0, 1), got {dropout!r}")
         if dropout == 0.0:
             return self.tokenize(strings)
-        if not self.is_bpe:
-            raise ValueError("bpe_dropout: the subword model is a sentencepiece unigram "
-                             "model; BPE-dropout needs a BPE model (prepare the data with "
-                             "subword 'bpe')")
+        if self.model_type != "BPE":
+            raise ValueError(f"bpe_dropout: the subword model is a sentencepiece "
+                             f"{self.model_type.lower()} model; BPE-dropout needs a BPE model "
+                             f"(prepare the data with subword 'bpe')")
         # nbest_size < 0 makes sentencepiece sample; for a BPE model alpha is the
         # probability of dropping each merge.
         return self._encode(strings, nbest_size=-1, alpha=float(dropout))
