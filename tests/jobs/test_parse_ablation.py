@@ -131,3 +131,27 @@ def test_rows_sharing_a_model_train_it_once_and_resume(treebank, tmp_path, monke
         run_ablation(_options(treebank, tmp_path, max_steps=5), say=lambda _: None)
     with pytest.raises(ValueError, match="unknown ablation rows"):
         run_ablation(_options(treebank, tmp_path, rows=("grammar",)), say=lambda _: None)
+
+
+def test_every_row_trains_on_the_samples_schedule(treebank, tmp_path, monkeypatch):
+    """The paper's row trains with parsing_cpu's batch, warm-up and cadence (not its
+    preset's 25,000 tokens and 4,000 warm-up steps); an option given still wins."""
+    from transformer_tf.jobs import parse_ablation
+    from transformer_tf.presets import get_preset
+
+    given = []
+    monkeypatch.setattr("transformer_tf.training.fit.train",
+                        lambda options: given.append(options) or types.SimpleNamespace(
+                            step=4, trained_seconds=1.0))
+    paper = next(row for row in ROWS if row.key == "paper")
+    options = _options(treebank, tmp_path, training_overrides={"warmup_steps": 50})
+    parse_ablation._train_model(paper, tmp_path, tmp_path / "model", options)
+    (train_options,) = given
+    assert train_options.preset == "parsing_paper"
+    paper_preset, cpu = get_preset("parsing_paper").training, get_preset("parsing_cpu").training
+    assert (paper_preset.tokens_per_batch, paper_preset.warmup_steps) == (25000, 4000)
+    assert train_options.training_overrides == {
+        "tokens_per_batch": cpu.tokens_per_batch, "warmup_steps": 50,
+        "max_length": cpu.max_length, "checkpoint_every_minutes": cpu.checkpoint_every_minutes,
+        "keep_checkpoints": cpu.keep_checkpoints, "average_last": cpu.average_last}
+    assert train_options.model_overrides["source_cursor"] is False
