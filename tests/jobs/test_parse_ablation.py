@@ -114,6 +114,8 @@ def test_rows_sharing_a_model_train_it_once_and_resume(treebank, tmp_path, monke
                                                       NOT_RUN]
     assert rows["engineered"]["dev_f1"] == 100.0 and rows["engineered"]["vs_engineered"] is None
     assert (rows["no_copy"]["steps"], rows["no_copy"]["train_minutes"]) == (4, 1.5)
+    assert all(rows[k]["load_average_at_start"] >= 0 for k in ("engineered", "no_copy"))
+    assert "load average" in document["conditions"]
     difference = rows["no_grammar"]["dev_f1"] - 100.0
     assert difference < 0
     assert rows["no_grammar"]["vs_engineered"].startswith(f"{difference:+.2f} [")

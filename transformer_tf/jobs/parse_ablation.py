@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 import pathlib
 
 from transformer_tf.data.treebank_to_prepared import gold_path
@@ -98,6 +99,7 @@ COLUMNS = [
     {"key": "status", "label": "status"},
     {"key": "steps", "label": "steps", "format": "{:,}"},
     {"key": "train_minutes", "label": "train min", "format": "{:.1f}"},
+    {"key": "load_average_at_start", "label": "load at start", "format": "{:.2f}"},
     {"key": "chosen", "label": "checkpoint"},
     {"key": "dev_f1", "label": "dev F1", "format": "{:.2f}"},
     {"key": "dev_recall", "label": "recall", "format": "{:.2f}"},
@@ -221,7 +223,8 @@ def results_document(finished: dict, options: AblationOptions, started: dict,
         "commit": started["commit"], "commit_role": "measured" if finished else "recorded",
         "machine": started["machine"], "date": started["date"],
         "conditions": (f"precision {options.precision}; beam "
-                       f"{options.beam_size or 'of the preset (21)'}"),
+                       f"{options.beam_size or 'of the preset (21)'}; the load average "
+                       "(1 minute) when each row started, in its row"),
         "source": "this file, written by transformer_tf/jobs/parse_ablation.py",
         "study": options.defining_fields(),
         "values": values, "units": units, "headline": headline,
@@ -315,6 +318,7 @@ def _run_row(row: AblationRow, options: AblationOptions,
     prepared = prepare_or_reuse(options.treebank_dir, work / f"data-{row.leaves}",
                                 options.vocab_size, options.subword, row.leaves)
     model_dir = work / row.model_name / "model"
+    load = os.getloadavg()[0]  # other work on the machine shortens a time budget's steps
     if row.model_name not in trained:
         trained[row.model_name] = _train_model(row, prepared.directory, model_dir, options)
         set_aside_live_objects()
@@ -322,7 +326,8 @@ def _run_row(row: AblationRow, options: AblationOptions,
     scores = _score_row(row, model_dir, prepared, options)
     set_aside_live_objects()
     return ({**planned_row(row), "status": "run", "steps": result.step,
-             "train_minutes": round(result.trained_seconds / 60, 1), **scores},
+             "train_minutes": round(result.trained_seconds / 60, 1),
+             "load_average_at_start": round(load, 2), **scores},
             read_lines(gold_path(prepared, "valid")))
 
 
