@@ -240,3 +240,50 @@ def test_the_informative_plan_keeps_the_batch_its_steps_were_estimated_on(
     assert main(["--data", str(tiny_multi30k.directory), "--out", str(tmp_path),
                  "--plan", "informative", *option]) == 0
     assert (seen[0].max_steps, seen[0].training_overrides["tokens_per_batch"]) == (3000, tokens)
+
+
+def test_a_study_continues_elsewhere_from_its_results_file(tiny_multi30k, tmp_path):
+    """A fresh clone (another --out) given the committed --results keeps the rows that file
+    holds, trains only the others, and names the machine of each row."""
+    from transformer_tf.jobs.variations import KEPT_ROWS, StudyMismatch
+
+    results_file = tmp_path / "results" / "table3" / "study.json"
+    trained = []
+
+    def train_row(row, row_dir, options, minutes_left):
+        trained.append(row.name)
+        if row.name == "E: learned positions":
+            raise KeyboardInterrupt  # the first sitting ends before the last row
+
+    def evaluate_row(row, row_dir, options, seconds):
+        return _fake_result(row, 5)
+
+    first = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path / "a"),
+                         groups=("C", "E"), max_steps=5, results=str(results_file))
+    with pytest.raises(KeyboardInterrupt):
+        run_study(first, train_row, evaluate_row, say=lambda message: None)
+    done_first = trained[:-1]
+    document = json.loads(results_file.read_text())
+    assert [r["row"] for r in document[KEPT_ROWS]] == done_first
+    assert [r["row"] for r in document["rows"]] == done_first
+    assert document["study"]["data_dir"] == str(tiny_multi30k.directory)
+    # The second sitting, on "another machine": the kept rows say where they were trained.
+    for kept in document[KEPT_ROWS]:
+        kept["trained_on"] = "the first machine"
+    results_file.write_text(json.dumps(document))
+    trained.clear()
+    second = dataclasses.replace(first, out_dir=str(tmp_path / "b"))
+    results = run_study(second, lambda row, *rest: trained.append(row.name), evaluate_row,
+                        say=lambda message: None)
+    assert trained == ["E: learned positions"]
+    assert [r["row"] for r in results] == done_first + ["E: learned positions"]
+    document = json.loads(results_file.read_text())
+    assert len(document[KEPT_ROWS]) == len(done_first) + 1
+    assert document["conditions"].startswith("rows trained on several machines: the first "
+                                             f"machine ({', '.join(done_first)}); ")
+    assert document["conditions"].endswith("(E: learned positions)")
+    # The same file with other settings is refused, naming the file and the setting.
+    with pytest.raises(StudyMismatch, match="max_steps: was 5, now 6") as error:
+        run_study(dataclasses.replace(second, out_dir=str(tmp_path / "c"), max_steps=6),
+                  train_row, evaluate_row, say=lambda message: None)
+    assert str(results_file) in str(error.value)

@@ -14,7 +14,9 @@ verdict per row (reproduced, not reproduced, within the base seeds' noise). --ro
 --max-steps, --budget-minutes and --eval-every still override it.
 
 OUT/results.json is the study in the results/ format (results/README.md): copy it to
-results/table3/ to render it in the docs.
+results/table3/ to render it in the docs, or give --results results/table3/NAME.json to
+have it written there after every row, with each row's own result: commit that file and
+the study continues in a fresh clone or on another machine, keeping its rows.
 
 --model-option and --training-option change the base before the rows are derived from it
 (e.g. a smaller batch and a shorter warm-up so that a short budget is not spent in the
@@ -54,6 +56,10 @@ def main(argv=None):
                              "num_layers=2 (repeatable)",
                      "training change shared by every row, e.g. tokens_per_batch=2048 "
                      "(repeatable)")
+    add_flag(parser, "results",
+             help="a results file (e.g. results/table3/NAME.json) that also keeps "
+                  "each finished row: a study continued in a fresh clone or on another "
+                  "machine keeps the rows it holds")
     add_flag(parser, "eval_every", default=None,
              help="steps between validations (default 500; informative plan 250)")
     add_precision_flag(parser)
@@ -107,7 +113,8 @@ def _run(parser, args, groups, command) -> int:
                            precision=args.precision, verbose=0 if args.quiet else 1,
                            model_overrides=model_overrides,
                            training_overrides={**plan.get("training", {}),
-                                               **training_overrides}, command=command)
+                                               **training_overrides}, command=command,
+                           results=args.results)
     try:
         run_study(options)
     except StudyMismatch as error:

@@ -33,7 +33,9 @@ its peak several times higher, into post-norm instability). `extra_base_seeds` t
 the base row again with other seeds: the spread of their perplexities is the noise a
 row's difference must exceed (`verdict`). The study resumes: a finished row is not
 retrained, a killed row continues from its last checkpoint with what is left of its
-budget.
+budget. With `results` (a file under results/, committed) the study also spans machines
+and sittings: every finished row's result is kept in that file, with the commit and
+machine it was trained on, and a study started afresh elsewhere keeps those rows.
 """
 from __future__ import annotations
 
@@ -66,6 +68,7 @@ RESULTS_MD = "variations.md"
 RESULTS_FILE = "results.json"  # the results/ format (results/README.md), for the docs
 PROVENANCE = "provenance.json"  # commit, machine and date of the study's first run
 ROW_RESULT = "result.json"
+KEPT_ROWS = "row_results"  # the key of a results file's kept per-row results
 
 # Table 3's parameter column (x 10^6) where the paper gives one; rows without a figure
 # there have the base's count.
@@ -369,6 +372,9 @@ class StudyOptions:
     peak_learning_rate: float | None = None
     extra_base_seeds: tuple = ()
     command: str = "transformer-tf-variations"  # recorded in results.json
+    # A results file (results/ format) that also keeps each finished row's result: a
+    # study continued on another machine or in a fresh clone keeps the rows it holds.
+    results: str | None = None
 
     def defining_fields(self) -> dict:
         """What a study's results depend on; a resumed study must not change any of it.
@@ -384,6 +390,12 @@ class StudyOptions:
         if self.extra_base_seeds:
             fields["extra_base_seeds"] = list(self.extra_base_seeds)
         return fields
+
+
+    def portable_fields(self) -> dict:
+        """The defining fields as a results file records them: the data directory as it
+        was given (a committed file must not name one machine's absolute paths)."""
+        return {**self.defining_fields(), "data_dir": str(self.data_dir)}
 
 
 class StudyMismatch(ValueError):
@@ -405,6 +417,28 @@ def _check_same_study(out: pathlib.Path, options: StudyOptions) -> None:
                             for k in changed)
         raise StudyMismatch(f"{path}: this study was started with other settings ({details}); "
                             "use another --out, or the same settings to resume it")
+
+
+def _rows_kept_in_results(options: StudyOptions) -> tuple[dict, dict | None]:
+    """({row name: result} of the rows `options.results` holds, the provenance it records);
+    ({}, None) without a results file or with one that holds no kept rows."""
+    if options.results is None or not pathlib.Path(options.results).exists():
+        return {}, None
+    path = pathlib.Path(options.results)
+    document = json.loads(path.read_text())
+    kept = document.get(KEPT_ROWS) or []
+    if not kept:
+        return {}, None
+    wanted = json.loads(json.dumps(options.portable_fields()))
+    recorded = document.get("study") or {}
+    changed = sorted(k for k in set(wanted) | set(recorded) if wanted.get(k) != recorded.get(k))
+    if changed:
+        details = "; ".join(f"{k}: was {recorded.get(k)!r}, now {wanted.get(k)!r}"
+                            for k in changed)
+        raise StudyMismatch(f"{path}: holds a study of other settings ({details}); give "
+                            "another --results, or the same settings to continue it")
+    return ({r["row"]: r for r in kept},
+            {k: document[k] for k in ("commit", "machine", "date")})
 
 
 def base_of_study(options: StudyOptions, vocab_size: int) -> tuple[ModelConfig, float]:
@@ -527,10 +561,19 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
     out = pathlib.Path(options.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_same_study(out, options)
+    kept, recorded_provenance = _rows_kept_in_results(options)
+    if recorded_provenance is not None and not (out / PROVENANCE).exists():
+        (out / PROVENANCE).write_text(json.dumps(recorded_provenance, indent=2))
     results = []
     for index, row in enumerate(rows, start=1):
         row_dir = out / "rows" / row.directory_name
         result_path = row_dir / ROW_RESULT
+        if not result_path.exists() and row.name in kept:
+            row_dir.mkdir(parents=True, exist_ok=True)
+            result_path.write_text(json.dumps(kept[row.name], indent=2))
+            say(f"[{index}/{len(rows)}] {row.name}: done before, kept in {options.results}")
+            results.append(kept[row.name])
+            continue
         if result_path.exists():
             say(f"[{index}/{len(rows)}] {row.name}: done before, kept")
             results.append(json.loads(result_path.read_text()))
@@ -545,7 +588,8 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
             train_row(row, row_dir, options, minutes_left)
         set_aside_live_objects()  # rows train and trace in one process, one after another
         say(f"[{index}/{len(rows)}] {row.name}: scoring on the dev set")
-        result = evaluate_row(row, row_dir, options, time.monotonic() - started)
+        result = {**evaluate_row(row, row_dir, options, time.monotonic() - started),
+                  **_where_trained()}
         set_aside_live_objects()
         result_path.write_text(json.dumps(result, indent=2))
         results.append(result)
@@ -636,6 +680,7 @@ def results_document(results: list[dict], options: StudyOptions, provenance: dic
         "command": options.command, "commit": provenance["commit"],
         "commit_role": "measured", "machine": provenance["machine"],
         "date": provenance["date"], "source": "written by transformer_tf/jobs/variations.py",
+        "conditions": _machines_of_rows(results),
         "values": values, "units": {"base_perplexity": "PPL", "base_seed_spread": "PPL"},
         "headline": "{reproduced} of {rows_compared} rows reproduce the paper's direction",
         "sentences": [(
@@ -645,6 +690,30 @@ def results_document(results: list[dict], options: StudyOptions, provenance: dic
             "PPL around {base_perplexity:.2f}).")],
         "columns": RESULT_COLUMNS, "rows": rows,
     }
+
+
+def _where_trained() -> dict:
+    """The commit, machine and day a row was trained and scored on (a study may span
+    several machines)."""
+    import datetime
+
+    from transformer_tf.runtime.provenance import current_commit, machine_description
+
+    return {"trained_at_commit": current_commit(), "trained_on": machine_description(),
+            "trained_date": datetime.date.today().isoformat()}
+
+
+def _machines_of_rows(results: list[dict]) -> str:
+    """Which machine trained which rows, for a study that spans several (rows finished
+    before rows recorded their machine are listed as such)."""
+    rows_by_machine: dict[str, list[str]] = {}
+    for r in results:
+        rows_by_machine.setdefault(r.get("trained_on", "machine not recorded"),
+                                   []).append(r["row"])
+    if len(rows_by_machine) <= 1:
+        return "every row trained on the machine named"
+    return "rows trained on several machines: " + "; ".join(
+        f"{machine} ({', '.join(rows)})" for machine, rows in rows_by_machine.items())
 
 
 def _provenance(out: pathlib.Path) -> dict:
@@ -668,8 +737,13 @@ def write_tables(results: list[dict], out: pathlib.Path, options: StudyOptions) 
         {"options": dataclasses.asdict(options), "rows": results, "verdicts": summary},
         indent=2))
     (out / RESULTS_MD).write_text(format_table(results, options) + format_verdicts(summary))
-    (out / RESULTS_FILE).write_text(json.dumps(
-        results_document(results, options, _provenance(out)), indent=1) + "\n")
+    document = results_document(results, options, _provenance(out))
+    (out / RESULTS_FILE).write_text(json.dumps(document, indent=1) + "\n")
+    if options.results is not None:
+        path = pathlib.Path(options.results)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**document, "study": options.portable_fields(),
+                                    KEPT_ROWS: results}, indent=1) + "\n")
 
 
 def format_counts(counts: list[dict]) -> str:
