@@ -391,7 +391,6 @@ class StudyOptions:
             fields["extra_base_seeds"] = list(self.extra_base_seeds)
         return fields
 
-
     def portable_fields(self) -> dict:
         """The defining fields as a results file records them: the data directory as it
         was given (a committed file must not name one machine's absolute paths)."""
@@ -410,13 +409,16 @@ def _check_same_study(out: pathlib.Path, options: StudyOptions) -> None:
     if not path.exists():
         path.write_text(json.dumps(wanted, indent=2))
         return
-    recorded = json.loads(path.read_text())
-    changed = sorted(k for k in set(wanted) | set(recorded) if wanted.get(k) != recorded.get(k))
-    if changed:
-        details = "; ".join(f"{k}: was {recorded.get(k)!r}, now {wanted.get(k)!r}"
-                            for k in changed)
+    details = _differences(json.loads(path.read_text()), wanted)
+    if details:
         raise StudyMismatch(f"{path}: this study was started with other settings ({details}); "
                             "use another --out, or the same settings to resume it")
+
+
+def _differences(recorded: dict, wanted: dict) -> str:
+    """The settings that differ, "name: was X, now Y; ..." ("" when none does)."""
+    changed = sorted(k for k in set(wanted) | set(recorded) if wanted.get(k) != recorded.get(k))
+    return "; ".join(f"{k}: was {recorded.get(k)!r}, now {wanted.get(k)!r}" for k in changed)
 
 
 def _rows_kept_in_results(options: StudyOptions) -> tuple[dict, dict | None]:
@@ -429,12 +431,9 @@ def _rows_kept_in_results(options: StudyOptions) -> tuple[dict, dict | None]:
     kept = document.get(KEPT_ROWS) or []
     if not kept:
         return {}, None
-    wanted = json.loads(json.dumps(options.portable_fields()))
-    recorded = document.get("study") or {}
-    changed = sorted(k for k in set(wanted) | set(recorded) if wanted.get(k) != recorded.get(k))
-    if changed:
-        details = "; ".join(f"{k}: was {recorded.get(k)!r}, now {wanted.get(k)!r}"
-                            for k in changed)
+    details = _differences(document.get("study") or {},
+                           json.loads(json.dumps(options.portable_fields())))
+    if details:
         raise StudyMismatch(f"{path}: holds a study of other settings ({details}); give "
                             "another --results, or the same settings to continue it")
     return ({r["row"]: r for r in kept},
@@ -562,6 +561,7 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
     out.mkdir(parents=True, exist_ok=True)
     _check_same_study(out, options)
     kept, recorded_provenance = _rows_kept_in_results(options)
+    here = _where_trained()  # HEAD may move while a long study runs: the code is today's
     if recorded_provenance is not None and not (out / PROVENANCE).exists():
         (out / PROVENANCE).write_text(json.dumps(recorded_provenance, indent=2))
     results = []
@@ -588,8 +588,7 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
             train_row(row, row_dir, options, minutes_left)
         set_aside_live_objects()  # rows train and trace in one process, one after another
         say(f"[{index}/{len(rows)}] {row.name}: scoring on the dev set")
-        result = {**evaluate_row(row, row_dir, options, time.monotonic() - started),
-                  **_where_trained()}
+        result = {**evaluate_row(row, row_dir, options, time.monotonic() - started), **here}
         set_aside_live_objects()
         result_path.write_text(json.dumps(result, indent=2))
         results.append(result)
@@ -693,8 +692,8 @@ def results_document(results: list[dict], options: StudyOptions, provenance: dic
 
 
 def _where_trained() -> dict:
-    """The commit, machine and day a row was trained and scored on (a study may span
-    several machines)."""
+    """The commit, machine and day of this invocation of the study, recorded in each row
+    it trains (a study may span several machines and sittings)."""
     import datetime
 
     from transformer_tf.runtime.provenance import current_commit, machine_description
