@@ -2,6 +2,7 @@
 perplexity from a known NLL through the real evaluation path, BLEU from known files,
 tokens/s from known counts and times, the flattening step, the informative plan's rows
 and learning rates, and the per-row verdict rule."""
+import json
 import math
 import types
 
@@ -250,3 +251,48 @@ def test_the_informative_plan_from_the_command_line(tmp_path, monkeypatch, capsy
     with pytest.raises(SystemExit):  # the full plan has no default budget
         cli.main(["--data", str(tmp_path), "--out", str(tmp_path / "out")])
     assert "give --budget-minutes or --max-steps" in capsys.readouterr().err
+
+
+def test_a_study_part_way_lists_its_planned_rows_and_waits_for_the_base_seeds(tmp_path):
+    """Before both base seeds are trained no row gets a verdict (their spread is the
+    noise); the rows not trained yet are listed as such."""
+    from transformer_tf.evaluation import results_tables
+
+    preset = get_preset("multi30k")
+    planned = variations.with_base_seeds(variations.define_rows(
+        preset.model.replace(vocab_size=8000), 0.1, ("A", "C", "D", "E"),
+        plan="informative"), (2,))
+    by_name = {r.name: r for r in planned}
+
+    def trained(name, ppl):
+        row = by_name[name]
+        return {"row": name, "group": row.group, "model": row.model.get_config(),
+                "label_smoothing": row.label_smoothing, "dev_perplexity": ppl,
+                "steps": 3000, "dev_bleu": 20.0}
+
+    options = variations.StudyOptions("d", "o", plan="informative", max_steps=3000)
+    provenance = {"commit": "abc1234", "machine": "a CPU", "date": "2026-11-28"}
+    part = [trained("base", 10.0), trained("A: h=1", 12.0)]
+    document = variations.results_document(part, options, provenance, planned)
+    assert results_tables.headline(document) == f"2 of {len(planned)} rows trained"
+    verdicts = {r["row"]: r["verdict"] for r in document["rows"]}
+    assert verdicts["base"] is None and verdicts["A: h=1"] == variations.AWAITING_BASE
+    assert verdicts["base, seed 2"] == variations.NOT_TRAINED
+    assert sum(v == variations.NOT_TRAINED for v in verdicts.values()) == len(planned) - 2
+    assert document["values"]["rows_compared"] == 0
+    path = tmp_path / "results" / "table3" / "part.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(document))
+    rendered = results_tables.render_document(
+        "<!-- results:sentences table3/part -->\n<!-- /results -->\n", tmp_path / "results")
+    assert (f"The study has trained 2 of its {len(planned)} rows and 1 of its 2 base seeds: "
+            "the verdicts wait for every base seed") in rendered
+    # With the second base seed the verdicts come: h=1 is 1.8 above a mean of 10.2, beyond
+    # the spread 0.4, in the paper's direction.
+    part.append(trained("base, seed 2", 10.4))
+    document = variations.results_document(part, options, provenance, planned)
+    verdicts = {r["row"]: r["verdict"] for r in document["rows"]}
+    assert verdicts["A: h=1"] == "reproduced"
+    assert results_tables.headline(document) == "1 of 1 rows reproduce the paper's direction"
+    assert document["sentences"][0].endswith(
+        "The study has trained {rows_trained} of its {rows_planned} rows.")

@@ -265,7 +265,8 @@ def test_a_study_continues_elsewhere_from_its_results_file(tiny_multi30k, tmp_pa
     done_first = trained[:-1]
     document = json.loads(results_file.read_text())
     assert [r["row"] for r in document[KEPT_ROWS]] == done_first
-    assert [r["row"] for r in document["rows"]] == done_first
+    assert [r["row"] for r in document["rows"]] == done_first + ["E: learned positions"]
+    assert document["rows"][-1]["verdict"] == "not trained yet"
     assert document["study"]["data_dir"] == str(tiny_multi30k.directory)
     # The second sitting, on "another machine": the kept rows say where they were trained.
     for kept in document[KEPT_ROWS]:

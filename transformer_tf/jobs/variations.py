@@ -592,8 +592,8 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
         set_aside_live_objects()
         result_path.write_text(json.dumps(result, indent=2))
         results.append(result)
-        write_tables(results, out, options)
-    write_tables(results, out, options)
+        write_tables(results, out, options, rows)
+    write_tables(results, out, options, rows)
     return results
 
 
@@ -645,11 +645,25 @@ RESULT_COLUMNS = [
 ]
 
 
-def results_document(results: list[dict], options: StudyOptions, provenance: dict) -> dict:
+NOT_TRAINED = "not trained yet"
+AWAITING_BASE = "waits for the base seeds"
+
+
+def results_document(results: list[dict], options: StudyOptions, provenance: dict,
+                     planned: list[Row] | None = None) -> dict:
     """The study in the results/ format (results/README.md): a row per trained row with
-    its verdict, the base rows' mean and spread, and sentences counting the verdicts."""
+    its verdict, the base rows' mean and spread, and sentences counting the verdicts.
+
+    With `planned` (the study's rows, in order) a study part-way shows every planned row,
+    the untrained ones marked so, and gives no verdict before all its base seeds are
+    trained: the noise a verdict needs is their spread."""
+    planned = planned or []
+    trained = {r["row"] for r in results}
+    bases_planned = sum(row.group == "base" for row in planned)
+    bases_trained = sum(r["group"] == "base" for r in results)
+    judged = bases_trained >= max(1, bases_planned)
     summary = verdicts(results)
-    by_row = {v["row"]: v for v in summary["rows"]}
+    by_row = {v["row"]: v for v in summary["rows"]} if judged else {}
     rows = [{"row": r["row"], "N": r["model"]["num_layers"], "d_model": r["model"]["d_model"],
              "h": r["model"]["num_heads"], "d_k": r["model"]["key_dim"],
              "P_drop": r["model"]["dropout"], "eps_ls": r["label_smoothing"],
@@ -657,16 +671,40 @@ def results_document(results: list[dict], options: StudyOptions, provenance: dic
              "dev_perplexity": r["dev_perplexity"], "dev_bleu": r["dev_bleu"],
              "flattened_at": r.get("dev_nll_flattened_at_step"),
              "paper": by_row.get(r["row"], {}).get("paper"),
-             "verdict": by_row.get(r["row"], {}).get("verdict")} for r in results]
-    counts = {name: sum(v["verdict"] == name for v in summary["rows"])
+             "verdict": by_row.get(r["row"], {}).get(
+                 "verdict", None if judged or r["group"] == "base" else AWAITING_BASE)}
+            for r in results]
+    rows += [{"row": row.name, "N": row.model.num_layers, "d_model": row.model.d_model,
+              "h": row.model.num_heads, "d_k": row.model.key_dim, "P_drop": row.model.dropout,
+              "eps_ls": row.label_smoothing, "positions": row.model.position_encoding,
+              "verdict": NOT_TRAINED} for row in planned if row.name not in trained]
+    counts = {name: sum(v["verdict"] == name for v in by_row.values())
               for name in ("reproduced", "not reproduced", "within noise")}
-    values = {"rows_compared": len(summary["rows"]), "reproduced": counts["reproduced"],
+    values = {"rows_compared": len(by_row), "reproduced": counts["reproduced"],
               "not_reproduced": counts["not reproduced"],
               "within_noise": counts["within noise"],
               "base_perplexity": round(summary.get("base_perplexity", math.nan), 3),
-              "base_seed_spread": round(summary.get("noise", math.nan), 3)}
+              "base_seed_spread": round(summary.get("noise", math.nan), 3),
+              "rows_trained": len(results), "rows_planned": max(len(planned), len(results)),
+              "base_seeds_trained": bases_trained,
+              "base_seeds_planned": max(bases_planned, bases_trained)}
     budget = (f"{options.budget_minutes:g} minutes" if options.budget_minutes is not None
               else f"{options.max_steps:,} steps")
+    if judged:
+        headline = "{reproduced} of {rows_compared} rows reproduce the paper's direction"
+        sentence = (
+            "Of {rows_compared} rows compared with the paper's Table 3, {reproduced} show its "
+            "direction of change in dev perplexity, {not_reproduced} the opposite and "
+            "{within_noise} a change within the base seeds' spread ({base_seed_spread:.2f} "
+            "PPL around {base_perplexity:.2f}).")
+    else:
+        headline = "{rows_trained} of {rows_planned} rows trained"
+        sentence = ("The study has trained {rows_trained} of its {rows_planned} rows and "
+                    "{base_seeds_trained} of its {base_seeds_planned} base seeds: the "
+                    "verdicts wait for every base seed, whose spread is the noise a row's "
+                    "change must exceed.")
+    if judged and len(results) < len(planned):
+        sentence += " The study has trained {rows_trained} of its {rows_planned} rows."
     return {
         "what": (f"Table 3 rows ({options.plan} plan) around the {options.base_preset} "
                  f"model, {budget} per row"
@@ -681,12 +719,7 @@ def results_document(results: list[dict], options: StudyOptions, provenance: dic
         "date": provenance["date"], "source": "written by transformer_tf/jobs/variations.py",
         "conditions": _machines_of_rows(results),
         "values": values, "units": {"base_perplexity": "PPL", "base_seed_spread": "PPL"},
-        "headline": "{reproduced} of {rows_compared} rows reproduce the paper's direction",
-        "sentences": [(
-            "Of {rows_compared} rows compared with the paper's Table 3, {reproduced} show its "
-            "direction of change in dev perplexity, {not_reproduced} the opposite and "
-            "{within_noise} a change within the base seeds' spread ({base_seed_spread:.2f} "
-            "PPL around {base_perplexity:.2f}).")],
+        "headline": headline, "sentences": [sentence],
         "columns": RESULT_COLUMNS, "rows": rows,
     }
 
@@ -730,13 +763,14 @@ def _provenance(out: pathlib.Path) -> dict:
     return provenance
 
 
-def write_tables(results: list[dict], out: pathlib.Path, options: StudyOptions) -> None:
+def write_tables(results: list[dict], out: pathlib.Path, options: StudyOptions,
+                 planned: list[Row] | None = None) -> None:
     summary = verdicts(results)
     (out / RESULTS_JSON).write_text(json.dumps(
         {"options": dataclasses.asdict(options), "rows": results, "verdicts": summary},
         indent=2))
     (out / RESULTS_MD).write_text(format_table(results, options) + format_verdicts(summary))
-    document = results_document(results, options, _provenance(out))
+    document = results_document(results, options, _provenance(out), planned)
     (out / RESULTS_FILE).write_text(json.dumps(document, indent=1) + "\n")
     if options.results is not None:
         path = pathlib.Path(options.results)
