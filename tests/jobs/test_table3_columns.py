@@ -231,7 +231,7 @@ def test_the_informative_plan_from_the_command_line(tmp_path, monkeypatch, capsy
 
     seen = []
 
-    def fake_study(options):
+    def fake_study(options, plan_only=False):
         seen.append(options)
         (tmp_path / "out").mkdir(exist_ok=True)
         (tmp_path / "out" / "variations.md").write_text("table\n")

@@ -232,7 +232,7 @@ def test_the_informative_plan_keeps_the_batch_its_steps_were_estimated_on(
 
     seen = []
 
-    def fake_study(options):
+    def fake_study(options, plan_only=False):
         seen.append(options)
         (tmp_path / "variations.md").write_text("")
 
@@ -268,6 +268,11 @@ def test_a_study_continues_elsewhere_from_its_results_file(tiny_multi30k, tmp_pa
     assert [r["row"] for r in document["rows"]] == done_first + ["E: learned positions"]
     assert document["rows"][-1]["verdict"] == "not trained yet"
     assert document["study"]["data_dir"] == str(tiny_multi30k.directory)
+    # --plan-only in a fresh clone trains nothing and rewrites the file from the kept rows.
+    run_study(dataclasses.replace(first, out_dir=str(tmp_path / "fresh")), train_row,
+              evaluate_row, say=lambda message: None, plan_only=True)
+    assert trained == done_first + ["E: learned positions"]
+    assert json.loads(results_file.read_text())["rows"] == document["rows"]
     # The second sitting, on "another machine": the kept rows say where they were trained.
     for kept in document[KEPT_ROWS]:
         kept["trained_on"] = "the first machine"

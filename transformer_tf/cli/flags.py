@@ -168,6 +168,7 @@ SHARED = {
     "work_dir": SharedFlag("--work-dir", {}),
     "results": SharedFlag("--results", {}),
     "overwrite": SharedFlag("--overwrite", {"action": "store_true"}),
+    "plan_only": SharedFlag("--plan-only", {"action": "store_true"}),
     # Training plans and checks.
     "max_steps": SharedFlag("--max-steps", {"type": positive_int},
                             "train this many steps in total"),

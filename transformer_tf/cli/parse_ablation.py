@@ -51,8 +51,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", nargs="+", metavar="ROW",
                         help="the rows to run now, by key (default all; the keys are in "
                              "docs/parsing.md, e.g. engineered no_grammar)")
-    parser.add_argument("--plan-only", action="store_true",
-                        help="only write the results file (rows not run yet marked so)")
+    add_flag(parser, "plan_only",
+             help="only write the results file (rows not run yet marked so)")
     add_flag(parser, "vocab_size", default=4000, help="shared vocabulary size (default 4000)")
     add_flag(parser, "train_minutes", default=45.0,
              help="each model's training time in minutes (default 45; 0: give --max-steps)")

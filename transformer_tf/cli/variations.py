@@ -16,7 +16,8 @@ verdict per row (reproduced, not reproduced, within the base seeds' noise). --ro
 OUT/results.json is the study in the results/ format (results/README.md): copy it to
 results/table3/ to render it in the docs, or give --results results/table3/NAME.json to
 have it written there after every row, with each row's own result: commit that file and
-the study continues in a fresh clone or on another machine, keeping its rows.
+the study continues in a fresh clone or on another machine, keeping its rows
+(--plan-only rewrites that file and the tables from them, training nothing).
 
 --model-option and --training-option change the base before the rows are derived from it
 (e.g. a smaller batch and a shorter warm-up so that a short budget is not spent in the
@@ -60,6 +61,9 @@ def main(argv=None):
              help="a results file (e.g. results/table3/NAME.json) that also keeps "
                   "each finished row: a study continued in a fresh clone or on another "
                   "machine keeps the rows it holds")
+    add_flag(parser, "plan_only",
+             help="train nothing: write the tables and the results file from the rows "
+                  "finished before (the others marked not trained yet)")
     add_flag(parser, "eval_every", default=None,
              help="steps between validations (default 500; informative plan 250)")
     add_precision_flag(parser)
@@ -116,7 +120,7 @@ def _run(parser, args, groups, command) -> int:
                                                **training_overrides}, command=command,
                            results=args.results)
     try:
-        run_study(options)
+        run_study(options, plan_only=args.plan_only)
     except StudyMismatch as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -537,8 +537,11 @@ def median_logged_scalar(logdir: pathlib.Path, tag: str) -> float | None:
 
 
 def run_study(options: StudyOptions, train_row: Callable | None = None,
-              evaluate_row: Callable | None = None, say: Callable = print) -> list[dict]:
+              evaluate_row: Callable | None = None, say: Callable = print,
+              plan_only: bool = False) -> list[dict]:
     """Train and score every row (resuming), write variations.{json,md}; returns results.
+    With `plan_only` nothing is trained: the tables and the results file are written
+    from the rows finished before.
 
     `train_row(row, row_dir, options, minutes_left)` and `evaluate_row(row, row_dir,
     options, seconds)` default to the real training and dev scoring (tests pass fakes).
@@ -577,6 +580,9 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
         if result_path.exists():
             say(f"[{index}/{len(rows)}] {row.name}: done before, kept")
             results.append(json.loads(result_path.read_text()))
+            continue
+        if plan_only:
+            say(f"[{index}/{len(rows)}] {row.name}: not trained yet")
             continue
         row_dir.mkdir(parents=True, exist_ok=True)
         minutes_left = _row_budget_left(row_dir, options)
