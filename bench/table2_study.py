@@ -9,6 +9,12 @@ study. See transformer_tf/jobs/table2_study.py.
 
 The study (8 runs; about 13 hours on a quiet 2-core AVX2 CPU, docs/convs2s.md):
   python bench/table2_study.py --data runs/multi30k_en_de/data --work-dir runs/table2
+The same study in about half the time, one process per family, each on its own core
+(the two families then share the machine alike; the results file says so):
+  taskset -c 0 python bench/table2_study.py --data runs/multi30k_en_de/data \
+      --work-dir runs/table2 --threads 1 --train-only transformer &
+  taskset -c 1 python bench/table2_study.py --data runs/multi30k_en_de/data \
+      --work-dir runs/table2 --threads 1 --train-only convs2s
 A smoke test of the whole path (minutes):
   python bench/table2_study.py --data runs/multi30k_en_de/data --work-dir runs/table2_smoke \\
       --results runs/table2_smoke/table2.json --figure runs/table2_smoke/curves.png --minutes 0.5 \\
@@ -63,11 +69,18 @@ def main(argv=None) -> int:
                         help="dev sentences translated at each evaluation (default 200)")
     parser.add_argument("--test-limit", type=positive_int,
                         help="test sentences decoded (default: all)")
+    parser.add_argument("--threads", type=positive_int, default=common.THREADS,
+                        help=f"TensorFlow threads per run (default {common.THREADS}); part "
+                             "of the study's settings, as the time arm depends on them")
+    parser.add_argument("--train-only", choices=("transformer", "convs2s"),
+                        help="train only this family's runs: two processes, one per family, "
+                             "each pinned to its own core (taskset), with --threads 1, share "
+                             "the work directory and the results file")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    common.set_thread_env()
+    common.set_thread_env(args.threads)
     prepare_for_training()
     command = command_as_run("python bench/table2_study.py", argv)
     with console.session(args.verbose):
@@ -76,13 +89,16 @@ def main(argv=None) -> int:
 
 def _run(args, command) -> int:
     from transformer_tf.jobs.table2_study import Table2Options, run_table2_study
+    from transformer_tf.presets import get_preset
 
     options = Table2Options(
         data_dir=args.data, work_dir=args.work_dir, results=args.results, figure=args.figure,
         presets=tuple(args.presets), arms=tuple(args.arms), minutes=args.minutes,
         passes=args.passes, seeds=tuple(args.seeds), eval_every=args.eval_every,
         validation_sentences=args.validation_sentences, test_limit=args.test_limit,
-        command=command, verbose=0 if args.quiet else 1)
+        command=command, verbose=0 if args.quiet else 1, threads=args.threads,
+        train_only=None if args.train_only is None else tuple(
+            p for p in args.presets if get_preset(p).family == args.train_only))
     # A results file of other settings (StudyMismatch) or a wrong preset is a ValueError:
     # run_command reports it as "error: ..." with exit status 2.
     document = run_table2_study(options, flops_per_target_token=flops_per_target_token)

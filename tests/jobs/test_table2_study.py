@@ -190,3 +190,35 @@ def test_a_study_of_other_settings_or_presets_is_refused(tmp_path, tiny_multi30k
         study.run_table2_study(_options(tmp_path / "c", tiny_multi30k.directory,
                                         arms=("flops",)),
                                None, fakes.train, fakes.score, say=lambda _: None)
+
+
+def test_two_processes_share_the_file_and_a_fresh_clone_continues(tmp_path, tiny_multi30k,
+                                                                   known_pass_sizes):
+    """One process per family (`train_only`) writes the same results file; a study
+    continued with another work directory (a fresh clone: no run directories) keeps every
+    run and draws them all from the curves the rows keep."""
+    options = _options(tmp_path, tiny_multi30k.directory, arms=("time",), seeds=(1,))
+    transformer, convs2s = Fakes(), Fakes()
+    study.run_table2_study(dataclasses.replace(options, train_only=("multi30k",)), _flops,
+                           transformer.train, transformer.score, say=lambda _: None)
+    document = study.run_table2_study(
+        dataclasses.replace(options, train_only=("convs2s_multi30k",)), _flops,
+        convs2s.train, convs2s.score, say=lambda _: None)
+    assert transformer.trained == [("time", "multi30k", 1)]
+    assert convs2s.trained == [("time", "convs2s_multi30k", 1)]
+    assert [r["key"] for r in document["rows"]] == ["time-multi30k-seed1",
+                                                    "time-convs2s_multi30k-seed1"]
+    # Each row keeps its dev curve (minutes, BLEU) and where it was trained.
+    row = document["rows"][0]
+    assert row["curve"] == [[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]]
+    assert row["trained_on"] and row["trained_at_commit"]
+    assert document["conditions"].endswith("every run on the machine named")
+    # A fresh clone: no run directories, a new figure; nothing is trained again.
+    fresh = dataclasses.replace(options, work_dir=str(tmp_path / "fresh"),
+                                figure=str(tmp_path / "fresh.png"), seeds=(1,))
+    again = Fakes()
+    document = study.run_table2_study(fresh, _flops, again.train, again.score,
+                                      say=lambda _: None)
+    assert again.trained == [] and len(document["rows"]) == 2
+    study.draw_figure(document["rows"], fresh)
+    assert (tmp_path / "fresh.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

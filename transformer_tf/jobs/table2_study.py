@@ -91,14 +91,21 @@ class Table2Options:
     test_limit: int | None = None
     command: str = "python bench/table2_study.py"
     verbose: int = 1
+    # TensorFlow threads of each run (the caller sets them before TensorFlow starts).
+    threads: int = 2
+    # The presets this process trains (None: both). Two processes, one per family, each
+    # pinned to its own core, share the results file and work directory.
+    train_only: tuple | None = None
 
     def defining_fields(self) -> dict:
-        """What the rows depend on: a results file of other settings is not resumed."""
-        return {"data_dir": str(pathlib.Path(self.data_dir).resolve()),
+        """What the rows depend on: a results file of other settings is not resumed. (The
+        data directory as given: a committed file must not name one machine's paths.)"""
+        return {"data_dir": str(self.data_dir),
                 "presets": list(self.presets), "minutes": self.minutes, "passes": self.passes,
                 "eval_every": self.eval_every,
                 "validation_sentences": self.validation_sentences,
-                "precision": self.precision, "test_limit": self.test_limit}
+                "precision": self.precision, "test_limit": self.test_limit,
+                "threads": self.threads}
 
 
 class StudyMismatch(ValueError):
@@ -211,8 +218,9 @@ def results_document(rows: list[dict], options: Table2Options, started: dict) ->
         "command": options.command, "short_command": "python bench/table2_study.py ...",
         "commit": started["commit"], "commit_role": "measured",
         "machine": started["machine"], "date": started["date"],
-        "conditions": f"precision {options.precision}; load average at each run's start "
-                      "in its row",
+        "conditions": (f"precision {options.precision}; {options.threads} TensorFlow "
+                       "thread(s) per run; load average at each run's start in its row; "
+                       + _machines_of_runs(rows)),
         "source": "this file, written by transformer_tf/jobs/table2_study.py",
         "study": options.defining_fields(), "figure": options.figure,
         "values": values, "units": units,
@@ -220,6 +228,18 @@ def results_document(rows: list[dict], options: Table2Options, started: dict) ->
         "sentences": findings(values, options),
         "columns": COLUMNS, "rows": rows,
     }
+
+
+def _machines_of_runs(rows: list[dict]) -> str:
+    """Which machine trained which runs: the time arm compares runs of one machine only."""
+    by_machine: dict[str, list[str]] = {}
+    for row in rows:
+        by_machine.setdefault(row.get("trained_on", "machine not recorded"),
+                              []).append(row["key"])
+    if len(by_machine) <= 1:
+        return "every run on the machine named"
+    return "runs on several machines: " + "; ".join(
+        f"{machine} ({', '.join(keys)})" for machine, keys in by_machine.items())
 
 
 # ------------------------------------------------------------------------ running it
@@ -281,21 +301,52 @@ def _write_json(path: pathlib.Path, document: dict) -> None:
     tmp.replace(path)
 
 
-def draw_figure(rows: list[dict], options: Table2Options, pass_sizes: dict) -> None:
-    """The figure of every finished run's validation log: one panel per arm run."""
-    from transformer_tf.rundir.validation_log import read_validation_log
+def _record_run(path: pathlib.Path, row: dict, pass_sizes: dict,
+                options: Table2Options) -> list[dict]:
+    """Add a finished run to the results file and redraw the figure; returns every row.
+
+    Another process of the same study (`train_only`) may have added runs since this one
+    read the file: under a lock in the work directory the file is read again and this
+    run joins the rows it holds."""
+    import fcntl
+
+    lock_path = pathlib.Path(options.work_dir) / "results.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows, recorded = _read_document(path, options)
+        rows = [r for r in rows if r["key"] != row["key"]] + [row]
+        order = _plan_order(options)
+        rows.sort(key=lambda r: order.get(r["key"], len(order)))
+        sizes = {**recorded.pop("pass_sizes"), **pass_sizes}
+        _write_json(path, {**results_document(rows, options, recorded), "pass_sizes": sizes})
+        draw_figure(rows, options)
+    return rows
+
+
+def _plan(options: Table2Options) -> list[tuple]:
+    """The study's runs in order: (seed, arm, preset)."""
+    return [(seed, arm, preset) for seed in options.seeds for arm in options.arms
+            for preset in options.presets]
+
+
+def _plan_order(options: Table2Options) -> dict:
+    return {run_key(arm, preset, seed): index
+            for index, (seed, arm, preset) in enumerate(_plan(options))}
+
+
+def draw_figure(rows: list[dict], options: Table2Options) -> None:
+    """The figure of every finished run's dev curve (its row's `curve`, kept in the
+    results file, so a study continued in a fresh clone draws every run): one panel per
+    arm run."""
     from transformer_tf.visualization.curves import Curve, Panel, save_curves_png
 
     titles = {"time": ("Equal training time", "training minutes"),
               "tokens": ("Equal target tokens", "passes over the training data")}
     panels = []
     for arm in (a for a in ARMS if a in options.arms):
-        curves = tuple(
-            Curve(row["family"], row["seed"], curve_points(
-                read_validation_log(run_directory(options.work_dir, arm, row["preset"],
-                                                  row["seed"])),
-                arm, pass_sizes[row["preset"]]["batches"]))
-            for row in rows if row["arm"] == arm)
+        curves = tuple(Curve(row["family"], row["seed"], tuple(map(tuple, row["curve"])))
+                       for row in rows if row["arm"] == arm)
         panels.append(Panel(titles[arm][0], titles[arm][1], curves))
     save_curves_png(panels, options.figure, title="Dev BLEU during training "
                     f"({', '.join(options.presets)})")
@@ -325,20 +376,23 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     train_run, score_run = train_run or _train_run, score_run or _test_bleu
     path = pathlib.Path(options.results)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows, started = _read_document(path, options)
-    pass_sizes = started.pop("pass_sizes")
+    rows, recorded = _read_document(path, options)
+    pass_sizes = recorded["pass_sizes"]
     precision = resolve_precision(options.precision)[0]  # as each run's training resolves it
     for preset in options.presets:
         if preset not in pass_sizes:
             pass_sizes[preset] = pass_size(options.data_dir, preset, precision)
     vocab_size = load_prepared(options.data_dir).vocab_size
     done = {row["key"] for row in rows}
-    plan = [(seed, arm, preset) for seed in options.seeds for arm in options.arms
-            for preset in options.presets]
+    plan = _plan(options)
+    here = {"trained_on": machine_description(), "trained_at_commit": current_commit()}
     for index, (seed, arm, preset) in enumerate(plan, start=1):
         key = run_key(arm, preset, seed)
         if key in done:
             say(f"[{index}/{len(plan)}] {key}: done before, kept")
+            continue
+        if options.train_only is not None and preset not in options.train_only:
+            say(f"[{index}/{len(plan)}] {key}: left to the process that trains {preset}")
             continue
         model_dir = run_directory(options.work_dir, arm, preset, seed)
         say(f"[{index}/{len(plan)}] {key}: training")
@@ -352,7 +406,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
         gflop = (None if flops_per_target_token is None
                  else flops_per_target_token(preset, vocab_size) / 1e9)
         records = read_validation_log(model_dir)
-        rows.append({
+        row = {
             "key": key, "arm": arm, "family": run.family, "preset": preset, "seed": seed,
             "steps": result.step, "train_minutes": result.trained_seconds / 60.0,
             "stopped_by": result.stopped_by, "load_average_at_start": round(load, 2),
@@ -362,10 +416,12 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
             "gflop_per_target_token": gflop,
             "dev_bleu_last": records[-1].dev_bleu if records else None,
             "dev_nll_last": records[-1].dev_nll if records else None,
-            **scores})
-        document = {**results_document(rows, options, started), "pass_sizes": pass_sizes}
-        _write_json(path, document)
-        draw_figure(rows, options, pass_sizes)
+            **scores, **here,
+            "curve": [list(point) for point in curve_points(
+                records, arm, pass_sizes[preset]["batches"])]}
+        rows = _record_run(path, row, pass_sizes, options)
         say(f"[{index}/{len(plan)}] {key}: test BLEU {scores['test_bleu']:.2f} -> {path}, "
             f"{options.figure}")
-    return {**results_document(rows, options, started), "pass_sizes": pass_sizes}
+    rows, recorded = _read_document(path, options)  # with the runs of other processes
+    return {**results_document(rows, options, recorded),
+            "pass_sizes": {**recorded.pop("pass_sizes"), **pass_sizes}}
