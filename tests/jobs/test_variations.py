@@ -285,7 +285,7 @@ def test_a_study_continues_elsewhere_from_its_results_file(tiny_multi30k, tmp_pa
     assert [r["row"] for r in results] == done_first + ["E: learned positions"]
     document = json.loads(results_file.read_text())
     assert len(document[KEPT_ROWS]) == len(done_first) + 1
-    assert document["conditions"].startswith("rows trained on several machines: the first "
+    assert document["conditions"].startswith("rows on several machines: the first "
                                              f"machine ({', '.join(done_first)}); ")
     assert document["conditions"].endswith("(E: learned positions)")
     # The same file with other settings is refused, naming the file and the setting.

@@ -33,7 +33,12 @@ import pathlib
 import statistics
 from collections.abc import Callable
 
-from transformer_tf.runtime.provenance import current_commit, machine_description
+from transformer_tf.runtime.provenance import (
+    current_commit,
+    machine_description,
+    machines_of,
+    where_this_runs,
+)
 from transformer_tf.jobs.variations import median_logged_scalar
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
@@ -220,7 +225,7 @@ def results_document(rows: list[dict], options: Table2Options, started: dict) ->
         "machine": started["machine"], "date": started["date"],
         "conditions": (f"precision {options.precision}; {options.threads} TensorFlow "
                        "thread(s) per run; load average at each run's start in its row; "
-                       + _machines_of_runs(rows)),
+                       + machines_of(rows, "key", "run")),
         "source": "this file, written by transformer_tf/jobs/table2_study.py",
         "study": options.defining_fields(), "figure": options.figure,
         "values": values, "units": units,
@@ -228,18 +233,6 @@ def results_document(rows: list[dict], options: Table2Options, started: dict) ->
         "sentences": findings(values, options),
         "columns": COLUMNS, "rows": rows,
     }
-
-
-def _machines_of_runs(rows: list[dict]) -> str:
-    """Which machine trained which runs: the time arm compares runs of one machine only."""
-    by_machine: dict[str, list[str]] = {}
-    for row in rows:
-        by_machine.setdefault(row.get("trained_on", "machine not recorded"),
-                              []).append(row["key"])
-    if len(by_machine) <= 1:
-        return "every run on the machine named"
-    return "runs on several machines: " + "; ".join(
-        f"{machine} ({', '.join(keys)})" for machine, keys in by_machine.items())
 
 
 # ------------------------------------------------------------------------ running it
@@ -385,7 +378,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     vocab_size = load_prepared(options.data_dir).vocab_size
     done = {row["key"] for row in rows}
     plan = _plan(options)
-    here = {"trained_on": machine_description(), "trained_at_commit": current_commit()}
+    here = where_this_runs()
     for index, (seed, arm, preset) in enumerate(plan, start=1):
         key = run_key(arm, preset, seed)
         if key in done:

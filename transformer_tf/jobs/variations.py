@@ -49,6 +49,7 @@ from typing import Callable
 from transformer_tf.config import ModelConfig
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
+from transformer_tf.runtime.provenance import machines_of, where_this_runs
 from transformer_tf.training.rate_formula import peak_learning_rate, scale_for_peak
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
@@ -564,7 +565,7 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
     out.mkdir(parents=True, exist_ok=True)
     _check_same_study(out, options)
     kept, recorded_provenance = _rows_kept_in_results(options)
-    here = _where_trained()  # HEAD may move while a long study runs: the code is today's
+    here = where_this_runs()
     if recorded_provenance is not None and not (out / PROVENANCE).exists():
         (out / PROVENANCE).write_text(json.dumps(recorded_provenance, indent=2))
     results = []
@@ -723,35 +724,11 @@ def results_document(results: list[dict], options: StudyOptions, provenance: dic
         "command": options.command, "commit": provenance["commit"],
         "commit_role": "measured", "machine": provenance["machine"],
         "date": provenance["date"], "source": "written by transformer_tf/jobs/variations.py",
-        "conditions": _machines_of_rows(results),
+        "conditions": machines_of(results, "row", "row"),
         "values": values, "units": {"base_perplexity": "PPL", "base_seed_spread": "PPL"},
         "headline": headline, "sentences": [sentence],
         "columns": RESULT_COLUMNS, "rows": rows,
     }
-
-
-def _where_trained() -> dict:
-    """The commit, machine and day of this invocation of the study, recorded in each row
-    it trains (a study may span several machines and sittings)."""
-    import datetime
-
-    from transformer_tf.runtime.provenance import current_commit, machine_description
-
-    return {"trained_at_commit": current_commit(), "trained_on": machine_description(),
-            "trained_date": datetime.date.today().isoformat()}
-
-
-def _machines_of_rows(results: list[dict]) -> str:
-    """Which machine trained which rows, for a study that spans several (rows finished
-    before rows recorded their machine are listed as such)."""
-    rows_by_machine: dict[str, list[str]] = {}
-    for r in results:
-        rows_by_machine.setdefault(r.get("trained_on", "machine not recorded"),
-                                   []).append(r["row"])
-    if len(rows_by_machine) <= 1:
-        return "every row trained on the machine named"
-    return "rows trained on several machines: " + "; ".join(
-        f"{machine} ({', '.join(rows)})" for machine, rows in rows_by_machine.items())
 
 
 def _provenance(out: pathlib.Path) -> dict:

@@ -44,3 +44,24 @@ def current_commit() -> str:
                               capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def where_this_runs() -> dict:
+    """{"trained_on", "trained_at_commit"}: the machine and commit of this process, for a
+    study's rows (a study may span machines and sittings, and HEAD may move while it runs:
+    call it once when the process starts)."""
+    return {"trained_on": machine_description(), "trained_at_commit": current_commit()}
+
+
+def machines_of(rows: list[dict], name_key: str, noun: str) -> str:
+    """Which machine trained which of a study's rows (their `trained_on`), in words: "every
+    run on the machine named", or "runs on several machines: M1 (a, b); M2 (c)" with
+    `noun` "run" and each row named by its `name_key`."""
+    by_machine: dict[str, list[str]] = {}
+    for row in rows:
+        by_machine.setdefault(row.get("trained_on", "machine not recorded"),
+                              []).append(str(row[name_key]))
+    if len(by_machine) <= 1:
+        return f"every {noun} on the machine named"
+    return f"{noun}s on several machines: " + "; ".join(
+        f"{machine} ({', '.join(names)})" for machine, names in by_machine.items())
