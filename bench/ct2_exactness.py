@@ -5,7 +5,7 @@ outputs are identical, for several CT2 length penalties (CT2 divides by length^l
 divide by GNMT's ((5 + length) / 6)^alpha; see transformer_tf/export/ctranslate2.py).
 
     python bench/ct2_exactness.py --model-dir runs/multi30k_en_de/model \
-        [--ct2 DIR] [--beam-size 4 --alpha 0.6] [--out bench/results/ct2_exactness.json]
+        [--ct2 DIR] [--beam-size 4 --alpha 0.6] [--out runs/bench/ct2_exactness.json]
 
 --ct2 defaults to a fresh conversion in a temporary directory. The test set is Multi30k
 test 2016 from $TRANSFORMER_TF_DATA (or --source/--reference files). Writes one JSON object.

@@ -2,7 +2,7 @@
 sequence length n grows, at d = 512 on this CPU, with the fitted exponent of each curve.
 
     .venv/bin/python bench/layer_scaling.py [--lengths 16,32,...,1024] [--batch 4]
-        [--out bench/results/layer_scaling]      # writes OUT.json and OUT.png
+        [--out runs/bench/layer_scaling]      # writes OUT.json and OUT.png
 
 Layers (one each, d = 512, random inputs of `batch` x n x d, float32, 2 threads):
   self-attention      our MultiHeadAttention (8 heads), full n x n      paper O(n^2 d)

@@ -8,7 +8,7 @@ per-target-token figure counts the encoder at source length = target length). Th
 8 GPUs is FLOPs / (8 x peak x utilisation), with each GPU's dense peak from its data sheet
 for fp32 and for 16-bit tensor cores (mixed precision), and the utilisation a fraction of
 peak the user states: by default the 49 % of the fp32 matmul peak our base-shape training
-step reached on a CPU in bench/results/full-2026-11-21.json (XLA); GPUs differ, so this is
+step reached on a CPU in results/raw/bench-full-2026-11-21.json (XLA); GPUs differ, so this is
 an assumption to replace with your own measurement. Also prints the paper's Table 2 cost
 column, which is training days x GPUs x 9.5 TFLOPS (a P100's rate), not counted FLOPs.
 """

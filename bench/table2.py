@@ -9,7 +9,7 @@ the exported SavedModel's `serving_default` (raw text in and out, batches of 64,
 test sentence; the runs alternate, best of `--speed-rounds`).
 
     .venv/bin/python bench/table2.py runs/compare/transformer runs/compare/convs2s \\
-        --out bench/results/table2
+        --out runs/bench/table2
 """
 from __future__ import annotations
 
