@@ -269,10 +269,13 @@ def test_a_study_continues_elsewhere_from_its_results_file(tiny_multi30k, tmp_pa
     assert document["rows"][-1]["verdict"] == "not trained yet"
     assert document["study"]["data_dir"] == str(tiny_multi30k.directory)
     # --plan-only in a fresh clone trains nothing and rewrites the file from the kept rows.
-    run_study(dataclasses.replace(first, out_dir=str(tmp_path / "fresh")), train_row,
-              evaluate_row, say=lambda message: None, plan_only=True)
+    run_study(dataclasses.replace(first, out_dir=str(tmp_path / "fresh"),
+                                  command="transformer-tf-variations --plan-only"),
+              train_row, evaluate_row, say=lambda message: None, plan_only=True)
     assert trained == done_first + ["E: learned positions"]
-    assert json.loads(results_file.read_text())["rows"] == document["rows"]
+    rewritten = json.loads(results_file.read_text())
+    assert rewritten["rows"] == document["rows"]
+    assert rewritten["command"] == document["command"]  # the command that trains, kept
     # The second sitting, on "another machine": the kept rows say where they were trained.
     for kept in document[KEPT_ROWS]:
         kept["trained_on"] = "the first machine"

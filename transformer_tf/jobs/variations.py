@@ -438,7 +438,7 @@ def _rows_kept_in_results(options: StudyOptions) -> tuple[dict, dict | None]:
         raise StudyMismatch(f"{path}: holds a study of other settings ({details}); give "
                             "another --results, or the same settings to continue it")
     return ({r["row"]: r for r in kept},
-            {k: document[k] for k in ("commit", "machine", "date")})
+            {k: document[k] for k in ("commit", "machine", "date", "command")})
 
 
 def base_of_study(options: StudyOptions, vocab_size: int) -> tuple[ModelConfig, float]:
@@ -564,10 +564,13 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
     out = pathlib.Path(options.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_same_study(out, options)
-    kept, recorded_provenance = _rows_kept_in_results(options)
+    kept, recorded = _rows_kept_in_results(options)
     here = where_this_runs()
-    if recorded_provenance is not None and not (out / PROVENANCE).exists():
-        (out / PROVENANCE).write_text(json.dumps(recorded_provenance, indent=2))
+    if recorded is not None and not (out / PROVENANCE).exists():
+        (out / PROVENANCE).write_text(json.dumps(
+            {k: recorded[k] for k in ("commit", "machine", "date")}, indent=2))
+    if plan_only and recorded is not None:  # the file keeps the command that trains
+        options = dataclasses.replace(options, command=recorded["command"])
     results = []
     for index, row in enumerate(rows, start=1):
         row_dir = out / "rows" / row.directory_name
