@@ -134,19 +134,30 @@ def test_informative_plan_rows_around_the_multi30k_base():
         variations.define_rows(preset.model, 0.1, plan="short")
 
 
-def test_every_row_peaks_at_the_paper_base_models_rate():
+def test_the_base_schedules_peak_worked_by_hand():
+    # multi30k: scale 1, d_model 256, warm-up 1000: (256 * 1000)^-0.5 = 1 / 505.96.
+    assert variations.base_schedule_peak("multi30k") == pytest.approx(1.97642e-3, rel=1e-5)
+    # The study's changes count: the paper's base shape gives the paper's peak, 6.99e-4.
+    assert variations.base_schedule_peak("multi30k", {"d_model": 512},
+                                         {"warmup_steps": 4000}) == pytest.approx(
+        variations.PAPER_BASE_PEAK)
+    assert variations.PAPER_BASE_PEAK == pytest.approx(6.9877e-4, rel=1e-4)
+    assert variations.base_schedule_peak("multi30k", {}, {"learning_rate_scale": 2.0}) == \
+        pytest.approx(2 * 1.97642e-3, rel=1e-5)
+
+
+@pytest.mark.parametrize("peak", [6.9877e-4, 1.97642e-3])
+def test_every_row_peaks_at_the_studys_rate(peak):
     preset = get_preset("multi30k")
     rows = variations.define_rows(preset.model.replace(vocab_size=8000), 0.1, ("C",),
                                   plan="informative")
-    options = variations.StudyOptions(data_dir="d", out_dir="o",
-                                      peak_learning_rate=variations.PAPER_BASE_PEAK,
+    options = variations.StudyOptions(data_dir="d", out_dir="o", peak_learning_rate=peak,
                                       training_overrides={"warmup_steps": 400})
-    assert variations.PAPER_BASE_PEAK == pytest.approx(6.9877e-4, rel=1e-4)
     for row in rows:  # d_model 128, 256 and 512
         changes = variations.row_training_overrides(row, options)
         schedule = TransformerSchedule(row.model.d_model, 400, changes["learning_rate_scale"])
-        assert schedule.peak_learning_rate == pytest.approx(6.9877e-4, rel=1e-4)
-        assert float(schedule(399)) == pytest.approx(6.9877e-4, rel=1e-4)  # step 400
+        assert schedule.peak_learning_rate == pytest.approx(peak, rel=1e-6)
+        assert float(schedule(399)) == pytest.approx(peak, rel=1e-4)  # step 400
     # Without a peak the preset's schedule is left alone; a seeded row trains its seed.
     seeded = variations.with_base_seeds(rows, (7,))[1]
     plain = variations.row_training_overrides(seeded, variations.StudyOptions("d", "o"))
@@ -243,11 +254,21 @@ def test_the_informative_plan_from_the_command_line(tmp_path, monkeypatch, capsy
     assert (options.plan, options.groups, options.max_steps, options.eval_every,
             options.extra_base_seeds) == ("informative", ("A", "B", "C", "D", "E"), 3000,
                                           250, (2,))
-    assert options.peak_learning_rate == pytest.approx(6.9877e-4, rel=1e-4)
+    assert options.peak_learning_rate == pytest.approx(1.97642e-3, rel=1e-5)  # the base's
     assert cli.main(["--plan", "informative", "--data", str(tmp_path), "--out",
                      str(tmp_path / "out"), "--rows", "A", "--max-steps", "40",
                      "--eval-every", "20", "--quiet"]) == 0
     assert (seen[-1].groups, seen[-1].max_steps, seen[-1].eval_every) == (("A",), 40, 20)
+    # A wider base peaks lower, (512 * 1000)^-0.5; a rate given wins over the plan's.
+    assert cli.main(["--plan", "informative", "--data", str(tmp_path), "--out",
+                     str(tmp_path / "out"), "--model-option", "d_model=512", "--quiet"]) == 0
+    assert seen[-1].peak_learning_rate == pytest.approx(1.39754e-3, rel=1e-5)
+    assert cli.main(["--plan", "informative", "--data", str(tmp_path), "--out",
+                     str(tmp_path / "out"), "--peak-learning-rate", "7e-4", "--quiet"]) == 0
+    assert seen[-1].peak_learning_rate == 7e-4
+    assert cli.main(["--data", str(tmp_path), "--out", str(tmp_path / "out"),
+                     "--max-steps", "40", "--quiet"]) == 0
+    assert seen[-1].peak_learning_rate is None  # the full plan: each row's own schedule
     with pytest.raises(SystemExit):  # the full plan has no default budget
         cli.main(["--data", str(tmp_path), "--out", str(tmp_path / "out")])
     assert "give --budget-minutes or --max-steps" in capsys.readouterr().err

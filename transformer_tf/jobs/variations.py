@@ -27,15 +27,17 @@ shows the paper's directions on a CPU in a day rather than weeks:
 Every row trains with the same data, batch, schedule and budget (minutes or steps), and is
 scored on the development set as the paper did for this table: perplexity per target BPE
 token and BLEU with beam 4, alpha 0.6, the final checkpoint (no averaging). With
-`peak_learning_rate` every row's rate is scaled so that its schedule peaks there (the
-paper's base model peaks at 6.99e-4; a narrow model's d_model^-0.5 would otherwise push
-its peak several times higher, into post-norm instability). `extra_base_seeds` trains
-the base row again with other seeds: the spread of their perplexities is the noise a
-row's difference must exceed (`verdict`). The study resumes: a finished row is not
-retrained, a killed row continues from its last checkpoint with what is left of its
-budget. With `results` (a file under results/, committed) the study also spans machines
-and sittings: every finished row's result is kept in that file, with the commit and
-machine it was trained on, and a study started afresh elsewhere keeps those rows.
+`peak_learning_rate` every row's rate is scaled so that its schedule peaks there; the
+informative plan takes the base row's own peak (`base_schedule_peak`), so that a row of
+another width changes the model and not the rate (by d_model^-0.5 a d_model 128 row would
+peak 1.4 times higher than the base, a d_model 512 row 1.4 times lower).
+`extra_base_seeds` trains the base row again with other seeds: the spread of their
+perplexities is the noise a row's difference must exceed (`verdict`). The study resumes:
+a finished row is not retrained, a killed row continues from its last checkpoint with what
+is left of its budget. With `results` (a file under results/, committed) the study also
+spans machines and sittings: every finished row's result is kept in that file, with the
+commit and machine it was trained on, and a study started afresh elsewhere keeps those
+rows.
 """
 from __future__ import annotations
 
@@ -54,14 +56,16 @@ from transformer_tf.training.rate_formula import peak_learning_rate, scale_for_p
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
 PLANS = ("full", "informative")
-# The paper's base model (d_model 512, warm-up 4000) at its peak: the rate every row of
-# the informative plan peaks at.
+# The paper's base model (d_model 512, warm-up 4000) at its peak.
 PAPER_BASE_PEAK = peak_learning_rate(512, 4000)
+# A plan's peak_learning_rate naming the base row's own schedule: every row peaks where
+# the base preset's schedule (with the study's changes) does (`base_schedule_peak`).
+BASE_SCHEDULE_PEAK = "base"
 # The informative plan's settings (docs/variations.md says how the steps were estimated).
 # Its 3,000 steps were estimated on 4,096-token batches, which it keeps whatever the base
 # preset's batch (a user's --training-option tokens_per_batch wins).
 INFORMATIVE_PLAN = {"groups": ("A", "B", "C", "D", "E"), "max_steps": 3000,
-                    "eval_every": 250, "peak_learning_rate": PAPER_BASE_PEAK,
+                    "eval_every": 250, "peak_learning_rate": BASE_SCHEDULE_PEAK,
                     "extra_base_seeds": (2,), "training": {"tokens_per_batch": 4096}}
 RESULTS_JSON = "variations.json"
 STUDY_FILE = "study.json"
@@ -463,6 +467,19 @@ def _row_budget_left(row_dir: pathlib.Path, options: StudyOptions) -> float | No
     except (FileNotFoundError, checkpoints.CheckpointError):
         return options.budget_minutes
     return max(0.0, options.budget_minutes - checkpoints.trained_seconds(newest) / 60.0)
+
+
+def base_schedule_peak(base_preset: str, model_overrides: dict | None = None,
+                       training_overrides: dict | None = None) -> float:
+    """The largest rate of the base row's schedule: the preset's (d_model, warm-up and
+    learning_rate_scale) with the study's changes; multi30k: (256 x 1000)^-0.5 = 1.98e-3."""
+    preset = get_preset(base_preset)
+    model = preset.model.replace(**(model_overrides or {})).resolved()
+    training = {"warmup_steps": preset.training.warmup_steps,
+                "learning_rate_scale": preset.training.learning_rate_scale,
+                **(training_overrides or {})}
+    return peak_learning_rate(model.d_model, training["warmup_steps"],
+                              training["learning_rate_scale"])
 
 
 def row_training_overrides(row: Row, options: StudyOptions) -> dict:
