@@ -29,6 +29,7 @@ import model_flops
 
 from transformer_tf.cli.arguments import command_as_run, positive_float, positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.flags import add_flag
 from transformer_tf.runtime import console
 from transformer_tf.runtime.training_process import prepare_for_training
 
@@ -76,6 +77,7 @@ def main(argv=None) -> int:
                         help="train only this family's runs: two processes, one per family, "
                              "each pinned to its own core (taskset), with --threads 1, share "
                              "the work directory and the results file")
+    add_flag(parser, "alongside")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     console.add_verbose_flag(parser)
     args = parser.parse_args(argv)
@@ -97,6 +99,7 @@ def _run(args, command) -> int:
         passes=args.passes, seeds=tuple(args.seeds), eval_every=args.eval_every,
         validation_sentences=args.validation_sentences, test_limit=args.test_limit,
         command=command, verbose=0 if args.quiet else 1, threads=args.threads,
+        alongside=args.alongside,
         train_only=None if args.train_only is None else tuple(
             p for p in args.presets if get_preset(p).family == args.train_only))
     # A results file of other settings (StudyMismatch) or a wrong preset is a ValueError:

@@ -22,6 +22,7 @@ from transformer_tf.jobs.parse_ablation import (
     run_ablation,
     write_plan,
 )
+from transformer_tf.runtime.provenance import WHERE_KEYS
 
 TINY = {"num_layers": 1, "d_model": 32, "d_ff": 64, "num_heads": 2}
 
@@ -104,7 +105,8 @@ def test_rows_sharing_a_model_train_it_once_and_resume(treebank, tmp_path, monke
     monkeypatch.setattr(parse_ablation, "_train_model", fake_train)
     monkeypatch.setattr(parse_ablation, "_score_row", fake_score)
     options = _options(treebank, tmp_path, rows=("engineered", "no_grammar", "no_copy"),
-                       command="python scripts/parse_ablation.py --smoke")
+                       command="python scripts/parse_ablation.py --smoke",
+                       alongside="a Table 3 row on the other core")
     document = run_ablation(options, say=lambda _: None)
     # engineered and no_grammar share one model; no_copy trains on the slot treebank.
     assert trainings == ["parsing_cpu-words-cursor-on", "parsing_cpu-slot-cursor-off"]
@@ -116,12 +118,16 @@ def test_rows_sharing_a_model_train_it_once_and_resume(treebank, tmp_path, monke
     assert (rows["no_copy"]["steps"], rows["no_copy"]["train_minutes"]) == (4, 1.5)
     assert all(rows[k]["load_average_at_start"] >= 0 for k in ("engineered", "no_copy"))
     assert "load average" in document["conditions"]
+    assert document["conditions"].endswith(
+        "; every row alongside a Table 3 row on the other core; every row on the machine "
+        "named")
     difference = rows["no_grammar"]["dev_f1"] - 100.0
     assert difference < 0
     assert rows["no_grammar"]["vs_engineered"].startswith(f"{difference:+.2f} [")
     assert document["values"]["dev_f1_no_copy"] == round(rows["no_copy"]["dev_f1"], 2)
     columns = {column["key"] for column in document["columns"]}
-    assert all(set(row) <= columns | {"key"} for row in document["rows"])  # all shown
+    assert all(set(row) <= columns | {"key"} | set(WHERE_KEYS)  # shown, or in conditions
+               for row in document["rows"])
     written = json.loads((tmp_path / "ablation.json").read_text())
     assert written == document and written["commit_role"] == "measured"
     assert written["command"] == options.command and written["machine"] and written["commit"]

@@ -199,10 +199,12 @@ def test_two_processes_share_the_file_and_a_fresh_clone_continues(tmp_path, tiny
     run and draws them all from the curves the rows keep."""
     options = _options(tmp_path, tiny_multi30k.directory, arms=("time",), seeds=(1,))
     transformer, convs2s = Fakes(), Fakes()
-    study.run_table2_study(dataclasses.replace(options, train_only=("multi30k",)), _flops,
-                           transformer.train, transformer.score, say=lambda _: None)
+    study.run_table2_study(dataclasses.replace(options, train_only=("multi30k",),
+                                               alongside="the ConvS2S runs on core 1"),
+                           _flops, transformer.train, transformer.score, say=lambda _: None)
     document = study.run_table2_study(
-        dataclasses.replace(options, train_only=("convs2s_multi30k",)), _flops,
+        dataclasses.replace(options, train_only=("convs2s_multi30k",),
+                            alongside="the Transformer runs on core 0"), _flops,
         convs2s.train, convs2s.score, say=lambda _: None)
     assert transformer.trained == [("time", "multi30k", 1)]
     assert convs2s.trained == [("time", "convs2s_multi30k", 1)]
@@ -212,7 +214,9 @@ def test_two_processes_share_the_file_and_a_fresh_clone_continues(tmp_path, tiny
     row = document["rows"][0]
     assert row["curve"] == [[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]]
     assert row["trained_on"] and row["trained_at_commit"]
-    assert document["conditions"].endswith("every run on the machine named")
+    assert document["conditions"].endswith(
+        "; runs alongside: the ConvS2S runs on core 1 (time-multi30k-seed1); the Transformer "
+        "runs on core 0 (time-convs2s_multi30k-seed1); every run on the machine named")
     # A fresh clone: no run directories, a new figure; nothing is trained again.
     fresh = dataclasses.replace(options, work_dir=str(tmp_path / "fresh"),
                                 figure=str(tmp_path / "fresh.png"), seeds=(1,))

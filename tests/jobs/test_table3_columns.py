@@ -264,8 +264,10 @@ def test_the_informative_plan_from_the_command_line(tmp_path, monkeypatch, capsy
                      str(tmp_path / "out"), "--model-option", "d_model=512", "--quiet"]) == 0
     assert seen[-1].peak_learning_rate == pytest.approx(1.39754e-3, rel=1e-5)
     assert cli.main(["--plan", "informative", "--data", str(tmp_path), "--out",
-                     str(tmp_path / "out"), "--peak-learning-rate", "7e-4", "--quiet"]) == 0
+                     str(tmp_path / "out"), "--peak-learning-rate", "7e-4", "--alongside",
+                     "a parse on core 0", "--quiet"]) == 0
     assert seen[-1].peak_learning_rate == 7e-4
+    assert (seen[-1].alongside, seen[-2].alongside) == ("a parse on core 0", None)
     assert cli.main(["--data", str(tmp_path), "--out", str(tmp_path / "out"),
                      "--max-steps", "40", "--quiet"]) == 0
     assert seen[-1].peak_learning_rate is None  # the full plan: each row's own schedule

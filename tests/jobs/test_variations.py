@@ -281,16 +281,22 @@ def test_a_study_continues_elsewhere_from_its_results_file(tiny_multi30k, tmp_pa
         kept["trained_on"] = "the first machine"
     results_file.write_text(json.dumps(document))
     trained.clear()
-    second = dataclasses.replace(first, out_dir=str(tmp_path / "b"))
+    second = dataclasses.replace(first, out_dir=str(tmp_path / "b"),
+                                 alongside="the parsing ablation on the other core")
     results = run_study(second, lambda row, *rest: trained.append(row.name), evaluate_row,
                         say=lambda message: None)
     assert trained == ["E: learned positions"]
     assert [r["row"] for r in results] == done_first + ["E: learned positions"]
     document = json.loads(results_file.read_text())
     assert len(document[KEPT_ROWS]) == len(done_first) + 1
-    assert document["conditions"].startswith("rows on several machines: the first "
-                                             f"machine ({', '.join(done_first)}); ")
-    assert document["conditions"].endswith("(E: learned positions)")
+    # Each row says what ran beside it: the first sitting said nothing, the second did.
+    assert document[KEPT_ROWS][-1]["trained_alongside"] == (
+        "the parsing ablation on the other core")
+    company, machines = document["conditions"].split("; rows on several machines: ")
+    assert company == (f"rows alongside: nothing recorded ({', '.join(done_first)}); the "
+                       "parsing ablation on the other core (E: learned positions)")
+    assert machines.startswith(f"the first machine ({', '.join(done_first)}); ")
+    assert machines.endswith("(E: learned positions)")
     # The same file with other settings is refused, naming the file and the setting.
     with pytest.raises(StudyMismatch, match="max_steps: was 5, now 6") as error:
         run_study(dataclasses.replace(second, out_dir=str(tmp_path / "c"), max_steps=6),

@@ -40,3 +40,25 @@ def test_the_commit_is_the_checkouts_head_wherever_the_command_runs(tmp_path, mo
                           capture_output=True, text=True, check=True).stdout.strip()
     monkeypatch.chdir(tmp_path)  # not a git checkout
     assert provenance.current_commit() == head
+
+
+def test_conditions_say_which_rows_ran_where_and_alongside_what():
+    rows = [{"key": "a", "trained_on": "M1"}, {"key": "b", "trained_on": "M1"}]
+    # Nothing recorded alongside: only the machines, as before the flag existed.
+    assert provenance.conditions_of(rows, "key", "row") == "every row on the machine named"
+    same = [dict(r, trained_alongside="the ablation on core 0") for r in rows]
+    assert provenance.conditions_of(same, "key", "run") == (
+        "every run alongside the ablation on core 0; every run on the machine named")
+    mixed = [same[0], dict(rows[1], trained_on="M2"), {"key": "c", "trained_on": "M2",
+                                                      "trained_alongside": "a benchmark"}]
+    assert provenance.conditions_of(mixed, "key", "row") == (
+        "rows alongside: the ablation on core 0 (a); nothing recorded (b); a benchmark (c); "
+        "rows on several machines: M1 (a); M2 (b, c)")
+
+
+def test_where_this_runs_records_the_company_only_when_given(monkeypatch):
+    monkeypatch.setattr(provenance, "machine_description", lambda: "M")
+    monkeypatch.setattr(provenance, "current_commit", lambda: "abc1234")
+    assert provenance.where_this_runs() == {"trained_on": "M", "trained_at_commit": "abc1234"}
+    assert provenance.where_this_runs("X on core 1") == {
+        "trained_on": "M", "trained_at_commit": "abc1234", "trained_alongside": "X on core 1"}

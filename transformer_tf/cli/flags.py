@@ -169,6 +169,11 @@ SHARED = {
     "results": SharedFlag("--results", {}),
     "overwrite": SharedFlag("--overwrite", {"action": "store_true"}),
     "plan_only": SharedFlag("--plan-only", {"action": "store_true"}),
+    "alongside": SharedFlag("--alongside", {"metavar": "TEXT"},
+                            "what else the machine runs while this trains, in your words "
+                            "(e.g. \"the parsing ablation on the other core\"): each row "
+                            "trained now records it, and the results file's conditions "
+                            "say it"),
     # Training plans and checks.
     "max_steps": SharedFlag("--max-steps", {"type": positive_int},
                             "train this many steps in total"),

@@ -53,6 +53,7 @@ def main(argv=None) -> int:
                              "docs/parsing.md, e.g. engineered no_grammar)")
     add_flag(parser, "plan_only",
              help="only write the results file (rows not run yet marked so)")
+    add_flag(parser, "alongside")
     add_flag(parser, "vocab_size", default=4000, help="shared vocabulary size (default 4000)")
     add_flag(parser, "train_minutes", default=45.0,
              help="each model's training time in minutes (default 45; 0: give --max-steps)")
@@ -104,7 +105,8 @@ def _run(parser, args, command) -> int:
         max_steps=args.max_steps, eval_every=args.eval_every,
         model_overrides=model_overrides, training_overrides=training_overrides,
         beam_size=args.beam_size, max_extra_length=args.max_extra_length,
-        precision=args.precision, command=command, verbose=0 if args.quiet else 1)
+        precision=args.precision, command=command, verbose=0 if args.quiet else 1,
+        alongside=args.alongside)
     document = write_plan(options) if args.plan_only else run_ablation(options)
     print(f"{args.results}: {document['headline'].format(**document['values'])}")
     return 0

@@ -65,6 +65,7 @@ def main(argv=None):
     add_flag(parser, "plan_only",
              help="train nothing: write the tables and the results file from the rows "
                   "finished before (the others marked not trained yet)")
+    add_flag(parser, "alongside")
     add_flag(parser, "eval_every", default=None,
              help="steps between validations (default 500; informative plan 250)")
     parser.add_argument("--peak-learning-rate", type=positive_float, metavar="RATE",
@@ -128,7 +129,7 @@ def _run(parser, args, groups, command) -> int:
                            precision=args.precision, verbose=0 if args.quiet else 1,
                            model_overrides=model_overrides,
                            training_overrides=training_overrides, command=command,
-                           results=args.results)
+                           results=args.results, alongside=args.alongside)
     try:
         run_study(options, plan_only=args.plan_only)
     except StudyMismatch as error:

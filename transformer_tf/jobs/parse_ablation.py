@@ -48,7 +48,12 @@ from transformer_tf.jobs.parse_job import (
     parse_and_score,
     prepare_or_reuse,
 )
-from transformer_tf.runtime.provenance import current_commit, machine_description
+from transformer_tf.runtime.provenance import (
+    conditions_of,
+    current_commit,
+    machine_description,
+    where_this_runs,
+)
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 
@@ -125,6 +130,7 @@ class AblationOptions:
         cursor setting wins), e.g. a tiny model for a smoke run.
       beam_size, max_extra_length: None: each row's preset's.
       command: the command line, recorded in the results file.
+      alongside: what else the machine runs meanwhile (each row run now records it).
     """
 
     treebank_dir: str
@@ -144,6 +150,8 @@ class AblationOptions:
     precision: str = "auto"
     command: str = "python scripts/parse_ablation.py"
     verbose: int = 1
+    # What else the machine runs meanwhile, in the user's words (each row records it).
+    alongside: str | None = None
 
     def defining_fields(self) -> dict:
         """What the rows depend on: a results file of other settings is not resumed."""
@@ -224,7 +232,8 @@ def results_document(finished: dict, options: AblationOptions, started: dict,
         "machine": started["machine"], "date": started["date"],
         "conditions": (f"precision {options.precision}; beam "
                        f"{options.beam_size or 'of the preset (21)'}; the load average "
-                       "(1 minute) when each row started, in its row"),
+                       "(1 minute) when each row started, in its row; "
+                       + conditions_of(list(finished.values()), "key", "row")),
         "source": "this file, written by transformer_tf/jobs/parse_ablation.py",
         "study": options.defining_fields(),
         "values": values, "units": units, "headline": headline,
@@ -310,10 +319,10 @@ def _score_row(row: AblationRow, model_dir: pathlib.Path, prepared,
             "repairs": scored["repairs"]["total"]}
 
 
-def _run_row(row: AblationRow, options: AblationOptions,
-             trained: dict) -> tuple[dict, list[str]]:
+def _run_row(row: AblationRow, options: AblationOptions, trained: dict,
+             here: dict) -> tuple[dict, list[str]]:
     """Train the row's model unless `trained` (model name -> TrainResult) has it, then
-    score the row: (its result, the dev gold trees)."""
+    score the row: (its result with `here`, where it ran; the dev gold trees)."""
     work = pathlib.Path(options.work_dir)
     prepared = prepare_or_reuse(options.treebank_dir, work / f"data-{row.leaves}",
                                 options.vocab_size, options.subword, row.leaves)
@@ -327,7 +336,7 @@ def _run_row(row: AblationRow, options: AblationOptions,
     set_aside_live_objects()
     return ({**planned_row(row), "status": "run", "steps": result.step,
              "train_minutes": round(result.trained_seconds / 60, 1),
-             "load_average_at_start": round(load, 2), **scores},
+             "load_average_at_start": round(load, 2), **scores, **here},
             read_lines(gold_path(prepared, "valid")))
 
 
@@ -341,6 +350,7 @@ def run_ablation(options: AblationOptions, say=print) -> dict:
         raise ValueError(f"unknown ablation rows {unknown}; known: {list(ROW_KEYS)}")
     path = pathlib.Path(options.results)
     finished, started = _read_finished(path, options)
+    here = where_this_runs(options.alongside)
     trained: dict = {}
     gold = None
     wanted = [row for row in ROWS if row.key in options.rows]
@@ -349,7 +359,7 @@ def run_ablation(options: AblationOptions, say=print) -> dict:
             say(f"[{index}/{len(wanted)}] {row.key}: done before, kept")
             continue
         say(f"[{index}/{len(wanted)}] {row.key}: {row.label}")
-        finished[row.key], gold = _run_row(row, options, trained)
+        finished[row.key], gold = _run_row(row, options, trained, here)
         say(f"[{index}/{len(wanted)}] {row.key}: dev F1 {finished[row.key]['dev_f1']:.2f}")
         _write(path, results_document(finished, options, started, gold))
     document = results_document(finished, options, started, gold)

@@ -34,9 +34,9 @@ import statistics
 from collections.abc import Callable
 
 from transformer_tf.runtime.provenance import (
+    conditions_of,
     current_commit,
     machine_description,
-    machines_of,
     where_this_runs,
 )
 from transformer_tf.jobs.variations import median_logged_scalar
@@ -79,6 +79,7 @@ class Table2Options:
       eval_every, validation_sentences: the validations the curves are drawn from.
       test_limit: test sentences decoded (None: all).
       command: the command line, recorded in the results file.
+      alongside: what else the machine runs meanwhile (each run trained now records it).
     """
 
     data_dir: str
@@ -101,6 +102,8 @@ class Table2Options:
     # The presets this process trains (None: both). Two processes, one per family, each
     # pinned to its own core, share the results file and work directory.
     train_only: tuple | None = None
+    # What else the machine runs meanwhile, in the user's words (each run records it).
+    alongside: str | None = None
 
     def defining_fields(self) -> dict:
         """What the rows depend on: a results file of other settings is not resumed. (The
@@ -225,7 +228,7 @@ def results_document(rows: list[dict], options: Table2Options, started: dict) ->
         "machine": started["machine"], "date": started["date"],
         "conditions": (f"precision {options.precision}; {options.threads} TensorFlow "
                        "thread(s) per run; load average at each run's start in its row; "
-                       + machines_of(rows, "key", "run")),
+                       + conditions_of(rows, "key", "run")),
         "source": "this file, written by transformer_tf/jobs/table2_study.py",
         "study": options.defining_fields(), "figure": options.figure,
         "values": values, "units": units,
@@ -378,7 +381,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     vocab_size = load_prepared(options.data_dir).vocab_size
     done = {row["key"] for row in rows}
     plan = _plan(options)
-    here = where_this_runs()
+    here = where_this_runs(options.alongside)
     for index, (seed, arm, preset) in enumerate(plan, start=1):
         key = run_key(arm, preset, seed)
         if key in done:

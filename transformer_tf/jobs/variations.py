@@ -51,7 +51,7 @@ from typing import Callable
 from transformer_tf.config import ModelConfig
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
-from transformer_tf.runtime.provenance import machines_of, where_this_runs
+from transformer_tf.runtime.provenance import conditions_of, where_this_runs
 from transformer_tf.training.rate_formula import peak_learning_rate, scale_for_peak
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
@@ -380,6 +380,9 @@ class StudyOptions:
     # A results file (results/ format) that also keeps each finished row's result: a
     # study continued on another machine or in a fresh clone keeps the rows it holds.
     results: str | None = None
+    # What else the machine runs meanwhile, in the user's words; each row trained now
+    # records it ("trained_alongside") and the results file's conditions say it.
+    alongside: str | None = None
 
     def defining_fields(self) -> dict:
         """What a study's results depend on; a resumed study must not change any of it.
@@ -582,7 +585,7 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
     out.mkdir(parents=True, exist_ok=True)
     _check_same_study(out, options)
     kept, recorded = _rows_kept_in_results(options)
-    here = where_this_runs()
+    here = where_this_runs(options.alongside)
     if recorded is not None and not (out / PROVENANCE).exists():
         (out / PROVENANCE).write_text(json.dumps(
             {k: recorded[k] for k in ("commit", "machine", "date")}, indent=2))
@@ -744,7 +747,7 @@ def results_document(results: list[dict], options: StudyOptions, provenance: dic
         "command": options.command, "commit": provenance["commit"],
         "commit_role": "measured", "machine": provenance["machine"],
         "date": provenance["date"], "source": "written by transformer_tf/jobs/variations.py",
-        "conditions": machines_of(results, "row", "row"),
+        "conditions": conditions_of(results, "row", "row"),
         "values": values, "units": {"base_perplexity": "PPL", "base_seed_spread": "PPL"},
         "headline": headline, "sentences": [sentence],
         "columns": RESULT_COLUMNS, "rows": rows,

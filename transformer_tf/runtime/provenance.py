@@ -46,22 +46,57 @@ def current_commit() -> str:
         return "unknown"
 
 
-def where_this_runs() -> dict:
+# The keys `where_this_runs` gives a study's rows: kept in results files, said in their
+# conditions (`conditions_of`), not shown as columns.
+WHERE_KEYS = ("trained_on", "trained_at_commit", "trained_alongside")
+
+
+def where_this_runs(alongside: str | None = None) -> dict:
     """{"trained_on", "trained_at_commit"}: the machine and commit of this process, for a
     study's rows (a study may span machines and sittings, and HEAD may move while it runs:
-    call it once when the process starts)."""
-    return {"trained_on": machine_description(), "trained_at_commit": current_commit()}
+    call it once when the process starts); with `alongside`, what else the machine ran
+    meanwhile in the user's words (e.g. "the parsing ablation on the other core"), as
+    "trained_alongside"."""
+    here = {"trained_on": machine_description(), "trained_at_commit": current_commit()}
+    if alongside:
+        here["trained_alongside"] = alongside
+    return here
+
+
+def _rows_by(rows: list[dict], key: str, name_key: str, missing: str) -> dict[str, list[str]]:
+    """{value of `key` (or `missing`): the `name_key` of each row that has it}, in order."""
+    grouped: dict[str, list[str]] = {}
+    for row in rows:
+        grouped.setdefault(row.get(key) or missing, []).append(str(row[name_key]))
+    return grouped
 
 
 def machines_of(rows: list[dict], name_key: str, noun: str) -> str:
     """Which machine trained which of a study's rows (their `trained_on`), in words: "every
     run on the machine named", or "runs on several machines: M1 (a, b); M2 (c)" with
     `noun` "run" and each row named by its `name_key`."""
-    by_machine: dict[str, list[str]] = {}
-    for row in rows:
-        by_machine.setdefault(row.get("trained_on", "machine not recorded"),
-                              []).append(str(row[name_key]))
+    by_machine = _rows_by(rows, "trained_on", name_key, "machine not recorded")
     if len(by_machine) <= 1:
         return f"every {noun} on the machine named"
     return f"{noun}s on several machines: " + "; ".join(
         f"{machine} ({', '.join(names)})" for machine, names in by_machine.items())
+
+
+def company_of(rows: list[dict], name_key: str, noun: str) -> str:
+    """What else the machine ran while a study's rows trained (their `trained_alongside`),
+    in words: "" when no row recorded it, "every run alongside X" when all recorded the
+    same, else "runs alongside: X (a, b); nothing recorded (c)"."""
+    by_company = _rows_by(rows, "trained_alongside", name_key, "nothing recorded")
+    if list(by_company) == ["nothing recorded"]:
+        return ""
+    if len(by_company) == 1:
+        return f"every {noun} alongside {next(iter(by_company))}"
+    return f"{noun}s alongside: " + "; ".join(
+        f"{company} ({', '.join(names)})" for company, names in by_company.items())
+
+
+def conditions_of(rows: list[dict], name_key: str, noun: str) -> str:
+    """The machines (`machines_of`) and the company (`company_of`) of a study's rows, in
+    one clause for a results file's `conditions`."""
+    return "; ".join(part for part in (company_of(rows, name_key, noun),
+                                       machines_of(rows, name_key, noun)) if part)
