@@ -302,3 +302,45 @@ def test_a_study_continues_elsewhere_from_its_results_file(tiny_multi30k, tmp_pa
         run_study(dataclasses.replace(second, out_dir=str(tmp_path / "c"), max_steps=6),
                   train_row, evaluate_row, say=lambda message: None)
     assert str(results_file) in str(error.value)
+
+
+def test_two_processes_share_a_study_one_row_each(tiny_multi30k, tmp_path):
+    """Two processes on one study directory (one per core): a row another process holds is
+    left to it, and each process's tables hold every row finished by either."""
+    import subprocess
+    import sys
+
+    from transformer_tf.rundir.lock import HOLDER_FILE
+
+    options = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path),
+                           groups=("E",), max_steps=5, results=str(tmp_path / "r.json"))
+    other_model = tmp_path / "rows" / "base" / "model"
+    other_model.mkdir(parents=True)
+    holder = subprocess.Popen(  # "the other process": holds the base row's run lock
+        [sys.executable, "-c", "import sys; from transformer_tf.rundir.lock import RunLock; "
+         "lock = RunLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read(); "
+         "lock.release()",
+         str(other_model)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        trained, said = [], []
+        results = run_study(options, lambda row, *rest: trained.append(row.name),
+                            lambda row, *rest: _fake_result(row, 5), say=said.append)
+        assert trained == ["E: learned positions"]  # the base row left to its holder
+        assert any(f"base: another process trains it (pid {holder.pid}" in line
+                   for line in said)
+        assert [r["row"] for r in results] == ["E: learned positions"]
+        # The other process finishes its row and rewrites the tables: both rows are in.
+        base = define_rows(get_preset("multi30k").model.replace(
+            vocab_size=tiny_multi30k.vocab_size), 0.1, ("E",))[0]
+        (other_model.parent / ROW_RESULT).write_text(json.dumps(_fake_result(base, 5)))
+    finally:
+        holder.communicate("")
+    assert not (other_model / HOLDER_FILE).exists()  # released
+    trained.clear()
+    results = run_study(options, lambda row, *rest: trained.append(row.name),
+                        lambda row, *rest: _fake_result(row, 5), say=lambda _: None)
+    assert trained == []
+    assert [r["row"] for r in results] == ["base", "E: learned positions"]
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert [r["row"] for r in document["row_results"]] == ["base", "E: learned positions"]

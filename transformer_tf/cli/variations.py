@@ -20,6 +20,10 @@ have it written there after every row, with each row's own result: commit that f
 the study continues in a fresh clone or on another machine, keeping its rows
 (--plan-only rewrites that file and the tables from them, training nothing).
 
+The same command started twice on one --out, each pinned to its own core (taskset -c 0,
+taskset -c 1) with TF_NUM_INTRAOP_THREADS=1, trains the study two rows at a time: each
+process takes the rows the other does not hold.
+
 --model-option and --training-option change the base before the rows are derived from it
 (e.g. a smaller batch and a shorter warm-up so that a short budget is not spent in the
 warm-up); a study directory remembers its settings and refuses to resume with others.

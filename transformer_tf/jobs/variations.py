@@ -34,13 +34,17 @@ peak 1.4 times higher than the base, a d_model 512 row 1.4 times lower).
 `extra_base_seeds` trains the base row again with other seeds: the spread of their
 perplexities is the noise a row's difference must exceed (`verdict`). The study resumes:
 a finished row is not retrained, a killed row continues from its last checkpoint with what
-is left of its budget. With `results` (a file under results/, committed) the study also
+is left of its budget. Several processes may share a study directory (one per core): each
+trains the rows no other process holds (a row is held, through its run directory's lock,
+from training to its written result), and each rewrites the tables from every row
+finished in the directory. With `results` (a file under results/, committed) the study also
 spans machines and sittings: every finished row's result is kept in that file, with the
 commit and machine it was trained on, and a study started afresh elsewhere keeps those
 rows.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -50,6 +54,7 @@ from typing import Callable
 
 from transformer_tf.config import ModelConfig
 from transformer_tf.presets import get_preset
+from transformer_tf.rundir.lock import RunLockedError, describe_holder, hold_run
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 from transformer_tf.runtime.provenance import conditions_of, where_this_runs
 from transformer_tf.training.rate_formula import peak_learning_rate, scale_for_peak
@@ -73,6 +78,7 @@ RESULTS_MD = "variations.md"
 RESULTS_FILE = "results.json"  # the results/ format (results/README.md), for the docs
 PROVENANCE = "provenance.json"  # commit, machine and date of the study's first run
 ROW_RESULT = "result.json"
+TABLES_LOCK = "tables.lock"  # held while a process of the study rewrites its tables
 KEPT_ROWS = "row_results"  # the key of a results file's kept per-row results
 
 # Table 3's parameter column (x 10^6) where the paper gives one; rows without a figure
@@ -591,7 +597,6 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
             {k: recorded[k] for k in ("commit", "machine", "date")}, indent=2))
     if plan_only and recorded is not None:  # the file keeps the command that trains
         options = dataclasses.replace(options, command=recorded["command"])
-    results = []
     for index, row in enumerate(rows, start=1):
         row_dir = out / "rows" / row.directory_name
         result_path = row_dir / ROW_RESULT
@@ -599,31 +604,52 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
             row_dir.mkdir(parents=True, exist_ok=True)
             result_path.write_text(json.dumps(kept[row.name], indent=2))
             say(f"[{index}/{len(rows)}] {row.name}: done before, kept in {options.results}")
-            results.append(kept[row.name])
             continue
         if result_path.exists():
             say(f"[{index}/{len(rows)}] {row.name}: done before, kept")
-            results.append(json.loads(result_path.read_text()))
             continue
         if plan_only:
             say(f"[{index}/{len(rows)}] {row.name}: not trained yet")
             continue
-        row_dir.mkdir(parents=True, exist_ok=True)
-        minutes_left = _row_budget_left(row_dir, options)
-        plan = (f"{minutes_left:.1f} of {options.budget_minutes:g} min left"
-                if minutes_left is not None else f"{options.max_steps} steps")
-        say(f"[{index}/{len(rows)}] {row.name}: training ({plan})")
-        started = time.monotonic()
-        if minutes_left is None or minutes_left > 0:
-            train_row(row, row_dir, options, minutes_left)
-        set_aside_live_objects()  # rows train and trace in one process, one after another
-        say(f"[{index}/{len(rows)}] {row.name}: scoring on the dev set")
-        result = {**evaluate_row(row, row_dir, options, time.monotonic() - started), **here}
-        set_aside_live_objects()
-        result_path.write_text(json.dumps(result, indent=2))
-        results.append(result)
+        with contextlib.ExitStack() as claim:
+            try:  # held until the row's result is written; train() holds it again
+                claim.enter_context(hold_run(row_dir / "model", create=True))
+            except RunLockedError:
+                say(f"[{index}/{len(rows)}] {row.name}: another process trains it "
+                    f"({describe_holder(row_dir / 'model')}); left to it")
+                continue
+            if result_path.exists():  # finished by another process since the check above
+                say(f"[{index}/{len(rows)}] {row.name}: done by another process, kept")
+                continue
+            minutes_left = _row_budget_left(row_dir, options)
+            plan = (f"{minutes_left:.1f} of {options.budget_minutes:g} min left"
+                    if minutes_left is not None else f"{options.max_steps} steps")
+            say(f"[{index}/{len(rows)}] {row.name}: training ({plan})")
+            started = time.monotonic()
+            if minutes_left is None or minutes_left > 0:
+                train_row(row, row_dir, options, minutes_left)
+            set_aside_live_objects()  # rows train and trace in one process, one after another
+            say(f"[{index}/{len(rows)}] {row.name}: scoring on the dev set")
+            result = {**evaluate_row(row, row_dir, options, time.monotonic() - started),
+                      **here}
+            set_aside_live_objects()
+            result_path.write_text(json.dumps(result, indent=2))
+        _write_shared_tables(out, options, rows)
+    return _write_shared_tables(out, options, rows)
+
+
+def _write_shared_tables(out: pathlib.Path, options: StudyOptions, rows: list[Row]) -> list[dict]:
+    """Write the tables and results files from every planned row finished in `out`, by
+    this process or another one sharing the study (each trains the rows the others do
+    not hold), under a lock in `out`; returns those rows' results in plan order."""
+    import fcntl
+
+    with open(out / TABLES_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = [json.loads(path.read_text()) for path in
+                   (out / "rows" / row.directory_name / ROW_RESULT for row in rows)
+                   if path.exists()]
         write_tables(results, out, options, rows)
-    write_tables(results, out, options, rows)
     return results
 
 

@@ -62,6 +62,11 @@ def _describe(holder: dict | None) -> str:
             f"{holder.get('started')}")
 
 
+def describe_holder(model_dir) -> str:
+    """Who holds (or last held) MDIR, in words: "pid 12 on host vm, started ..."."""
+    return _describe(read_holder(model_dir))
+
+
 def read_holder(model_dir) -> dict | None:
     """The holder record of MDIR (the current or the last run that held it), or None."""
     try:
