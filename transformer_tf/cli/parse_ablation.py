@@ -5,8 +5,8 @@ EVALB's COLLINS.prm rules, compared with the engineered row by paired bootstrap.
 results file lists every row (the ones not run yet marked so) and is rewritten after each
 finished row; run the same command again to resume. See transformer_tf/jobs/parse_ablation.py.
 
-The study (5 trainings of 45 minutes; parsing_paper's d_model 1024 trains few steps in
-that time on 2 cores):
+The study (4 trainings of 45 minutes for its six rows; parsing_paper's d_model 1024 trains
+few steps in that time):
   python scripts/parse_ablation.py --work-dir runs/parse_ablation \\
       --results results/parsing/ablation-wsj-sample.json
 Some rows now, the others later (the same --results):
