@@ -86,3 +86,17 @@ def test_interrupted_saves_are_removed(tmp_path):
         path.write_bytes(b"x")
     assert checkpoints.remove_interrupted_saves(tmp_path) == [directory / "ckpt-40_temp"]
     assert sorted(directory.iterdir()) == sorted(kept)
+
+
+def test_hold_run_if_free_says_whether_it_holds(tmp_path):
+    from transformer_tf.rundir.lock import HOLDER_FILE, RunLock, hold_run_if_free
+
+    with hold_run_if_free(tmp_path / "a") as mine:
+        assert mine and (tmp_path / "a" / HOLDER_FILE).exists()
+    assert not (tmp_path / "a" / HOLDER_FILE).exists()  # released on leaving
+    other = RunLock(tmp_path / "b").acquire()  # another holder (its own lock handle)
+    try:
+        with hold_run_if_free(tmp_path / "b") as mine:
+            assert not mine
+    finally:
+        other.release()

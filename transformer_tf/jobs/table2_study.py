@@ -304,12 +304,11 @@ def _record_run(path: pathlib.Path, row: dict, pass_sizes: dict,
     Another process of the same study (`train_only`) may have added runs since this one
     read the file: under a lock in the work directory the file is read again and this
     run joins the rows it holds."""
-    import fcntl
+    import filelock  # the lock rundir/lock.py takes, blocking here
 
     lock_path = pathlib.Path(options.work_dir) / "results.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with filelock.FileLock(str(lock_path)):
         rows, recorded = _read_document(path, options)
         rows = [r for r in rows if r["key"] != row["key"]] + [row]
         order = _plan_order(options)

@@ -44,7 +44,6 @@ rows.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
@@ -54,7 +53,7 @@ from typing import Callable
 
 from transformer_tf.config import ModelConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.rundir.lock import RunLockedError, describe_holder, hold_run
+from transformer_tf.rundir.lock import describe_holder, hold_run_if_free
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 from transformer_tf.runtime.provenance import conditions_of, where_this_runs
 from transformer_tf.training.rate_formula import peak_learning_rate, scale_for_peak
@@ -611,10 +610,9 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
         if plan_only:
             say(f"[{index}/{len(rows)}] {row.name}: not trained yet")
             continue
-        with contextlib.ExitStack() as claim:
-            try:  # held until the row's result is written; train() holds it again
-                claim.enter_context(hold_run(row_dir / "model", create=True))
-            except RunLockedError:
+        # Held until the row's result is written; train() holds it again (re-entrant).
+        with hold_run_if_free(row_dir / "model") as mine:
+            if not mine:
                 say(f"[{index}/{len(rows)}] {row.name}: another process trains it "
                     f"({describe_holder(row_dir / 'model')}); left to it")
                 continue
@@ -642,10 +640,9 @@ def _write_shared_tables(out: pathlib.Path, options: StudyOptions, rows: list[Ro
     """Write the tables and results files from every planned row finished in `out`, by
     this process or another one sharing the study (each trains the rows the others do
     not hold), under a lock in `out`; returns those rows' results in plan order."""
-    import fcntl
+    import filelock  # the lock rundir/lock.py takes, blocking here
 
-    with open(out / TABLES_LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with filelock.FileLock(str(out / TABLES_LOCK)):
         results = [json.loads(path.read_text()) for path in
                    (out / "rows" / row.directory_name / ROW_RESULT for row in rows)
                    if path.exists()]

@@ -149,3 +149,16 @@ def hold_run(model_dir, create: bool = False):
                 del _held[key]
                 if not outer:
                     lock.release()
+
+
+@contextlib.contextmanager
+def hold_run_if_free(model_dir):
+    """Like `hold_run(model_dir, create=True)`, but yields False instead of raising when
+    another process holds MDIR (a study's processes each take the rows no other holds)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(hold_run(model_dir, create=True))
+        except RunLockedError:
+            yield False
+            return
+        yield True
