@@ -80,6 +80,7 @@ class LearnedPositionEmbedding(keras.layers.Layer):
             shape=(self.max_position, self.d_model),
             initializer=keras.initializers.RandomNormal(
                 stddev=self.d_model**-0.5 if self.stddev is None else self.stddev),
+            autocast=False,  # `call` casts the rows it takes, not the whole table
         )
 
     def call(self, inputs, offset=0):

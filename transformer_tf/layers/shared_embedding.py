@@ -32,6 +32,9 @@ class SharedEmbedding(keras.layers.Layer):
             name="embeddings",
             shape=(self.vocab_size, self.d_model),
             initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+            # Read as float32 under mixed precision too: the methods below cast what they
+            # use (a Keras autocast would convert the whole table at every read).
+            autocast=False,
         )
 
     def call(self, ids):
