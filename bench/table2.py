@@ -42,7 +42,7 @@ def describe_run(work_dir: pathlib.Path) -> dict:
     from transformer_tf.evaluation.scoring import evaluate
     from transformer_tf.inference.batch import load_translator, translate_lines
     from transformer_tf.inference.loading import load_trained, source_decoding
-    from transformer_tf.jobs.variations import median_logged_scalar
+    from transformer_tf.rundir.logged_scalars import median_logged_scalar
     from transformer_tf.rundir.model_dir import read_run_config
 
     summary = json.loads((work_dir / "summary.json").read_text())

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer_tf.jobs import variations
+from transformer_tf.jobs import variation_rows, variation_verdicts, variations
 from transformer_tf.presets import get_preset
+from transformer_tf.rundir import logged_scalars
 from transformer_tf.training.schedule import TransformerSchedule
 
 
@@ -32,8 +33,8 @@ def test_perplexity_of_a_known_nll_through_the_evaluation_path():
     from transformer_tf.training.plateau import mean_dev_nll
     from transformer_tf.training.trainer import Seq2SeqTrainer
 
-    assert variations.perplexity(math.log(4.0)) == pytest.approx(4.0)
-    assert variations.perplexity(0.0) == 1.0
+    assert variation_verdicts.perplexity(math.log(4.0)) == pytest.approx(4.0)
+    assert variation_verdicts.perplexity(0.0) == 1.0
     # A uniform model over 8 ids scores every real label ln 8 nats: perplexity 8, however
     # the batches are padded (pad labels, id 0, do not count).
     trainer = Seq2SeqTrainer(UniformNetwork(8), label_smoothing=0.1)
@@ -45,8 +46,8 @@ def test_perplexity_of_a_known_nll_through_the_evaluation_path():
                            tf.TensorSpec([None, None], tf.int64)),
                           tf.TensorSpec([None, None], tf.int64)))
     nll = trainer.evaluate(dataset, verbose=0, return_dict=True)["nll"]
-    assert variations.perplexity(float(nll)) == pytest.approx(8.0, rel=1e-5)
-    assert variations.perplexity(mean_dev_nll(trainer, dataset)) == pytest.approx(8.0, rel=1e-5)
+    assert variation_verdicts.perplexity(float(nll)) == pytest.approx(8.0, rel=1e-5)
+    assert variation_verdicts.perplexity(mean_dev_nll(trainer, dataset)) == pytest.approx(8.0, rel=1e-5)
 
 
 def test_bleu_of_known_hypothesis_and_reference_files(tmp_path):
@@ -86,9 +87,9 @@ def test_tokens_per_second_from_known_counts_and_times(tmp_path, monkeypatch):
         tokens[0] += count
         monitor.on_train_batch_end(step, {"loss": 1.0, "target_tokens": tokens[0]})
     monitor.on_train_end()
-    assert variations.median_logged_scalar(tmp_path / "logs" / "train",
+    assert logged_scalars.median_logged_scalar(tmp_path / "logs" / "train",
                                            "target_tokens_per_second") == pytest.approx(300.0)
-    assert variations.median_logged_scalar(tmp_path / "nowhere", "x") is None
+    assert logged_scalars.median_logged_scalar(tmp_path / "nowhere", "x") is None
 
 
 def test_flattening_step_on_a_logged_curve():
@@ -97,18 +98,18 @@ def test_flattening_step_on_a_logged_curve():
     # from 2500 (2.8473) it is 2.2 % lower.
     curve = [(500, 4.2775), (1000, 3.4106), (1500, 3.0941), (2000, 2.8870), (2500, 2.8473),
              (3000, 2.8081), (3500, 2.7992), (4000, 2.7907), (4130, 2.7858)]
-    assert variations.flattening_step(curve, 0.01) == 3000
-    assert variations.flattening_step(curve, 0.05) == 2000
-    assert variations.flattening_step(curve[:3], 0.01) is None  # still falling fast
-    assert variations.flattening_step(curve[:1]) is None
-    assert variations.flattening_step([(2, 3.0), (1, 3.0)]) == 1  # order of the log
+    assert variation_verdicts.flattening_step(curve, 0.01) == 3000
+    assert variation_verdicts.flattening_step(curve, 0.05) == 2000
+    assert variation_verdicts.flattening_step(curve[:3], 0.01) is None  # still falling fast
+    assert variation_verdicts.flattening_step(curve[:1]) is None
+    assert variation_verdicts.flattening_step([(2, 3.0), (1, 3.0)]) == 1  # order of the log
 
 
 def test_informative_plan_rows_around_the_multi30k_base():
     preset = get_preset("multi30k")  # N 3, d_model 256, d_ff 1024, h 4, P_drop 0.2, eps 0.1
-    rows = variations.with_base_seeds(variations.define_rows(
+    rows = variation_rows.with_base_seeds(variation_rows.define_rows(
         preset.model.replace(vocab_size=8000), preset.training.label_smoothing,
-        variations.INFORMATIVE_PLAN["groups"], plan="informative"), (2,))
+        variation_rows.INFORMATIVE_PLAN["groups"], plan="informative"), (2,))
     knobs = {r.name: (r.model.num_layers, r.model.d_model, r.model.num_heads,
                       r.model.key_dim, r.model.value_dim, r.model.dropout, r.label_smoothing,
                       r.model.position_encoding, r.seed) for r in rows}
@@ -129,9 +130,9 @@ def test_informative_plan_rows_around_the_multi30k_base():
         "E: learned positions": (3, 256, 4, 64, 64, 0.2, 0.1, "learned", None),
     }
     with pytest.raises(ValueError, match="no big row"):
-        variations.define_rows(preset.model, 0.1, ("big",), plan="informative")
+        variation_rows.define_rows(preset.model, 0.1, ("big",), plan="informative")
     with pytest.raises(ValueError, match="plan"):
-        variations.define_rows(preset.model, 0.1, plan="short")
+        variation_rows.define_rows(preset.model, 0.1, plan="short")
 
 
 def test_the_base_schedules_peak_worked_by_hand():
@@ -140,8 +141,8 @@ def test_the_base_schedules_peak_worked_by_hand():
     # The study's changes count: the paper's base shape gives the paper's peak, 6.99e-4.
     assert variations.base_schedule_peak("multi30k", {"d_model": 512},
                                          {"warmup_steps": 4000}) == pytest.approx(
-        variations.PAPER_BASE_PEAK)
-    assert variations.PAPER_BASE_PEAK == pytest.approx(6.9877e-4, rel=1e-4)
+        variation_rows.PAPER_BASE_PEAK)
+    assert variation_rows.PAPER_BASE_PEAK == pytest.approx(6.9877e-4, rel=1e-4)
     assert variations.base_schedule_peak("multi30k", {}, {"learning_rate_scale": 2.0}) == \
         pytest.approx(2 * 1.97642e-3, rel=1e-5)
 
@@ -149,7 +150,7 @@ def test_the_base_schedules_peak_worked_by_hand():
 @pytest.mark.parametrize("peak", [6.9877e-4, 1.97642e-3])
 def test_every_row_peaks_at_the_studys_rate(peak):
     preset = get_preset("multi30k")
-    rows = variations.define_rows(preset.model.replace(vocab_size=8000), 0.1, ("C",),
+    rows = variation_rows.define_rows(preset.model.replace(vocab_size=8000), 0.1, ("C",),
                                   plan="informative")
     options = variations.StudyOptions(data_dir="d", out_dir="o", peak_learning_rate=peak,
                                       training_overrides={"warmup_steps": 400})
@@ -159,7 +160,7 @@ def test_every_row_peaks_at_the_studys_rate(peak):
         assert schedule.peak_learning_rate == pytest.approx(peak, rel=1e-6)
         assert float(schedule(399)) == pytest.approx(peak, rel=1e-4)  # step 400
     # Without a peak the preset's schedule is left alone; a seeded row trains its seed.
-    seeded = variations.with_base_seeds(rows, (7,))[1]
+    seeded = variation_rows.with_base_seeds(rows, (7,))[1]
     plain = variations.row_training_overrides(seeded, variations.StudyOptions("d", "o"))
     assert plain == {"label_smoothing": 0.1, "seed": 7}
 
@@ -175,12 +176,12 @@ def test_every_row_peaks_at_the_studys_rate(peak):
     (+0.01, 0.00, "lower", "not reproduced"),  # one base seed: no noise to hide in
 ])
 def test_verdict_rule(difference, noise, direction, expected):
-    assert variations.verdict(difference, noise, direction) == expected
+    assert variation_verdicts.verdict(difference, noise, direction) == expected
 
 
 def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds(tmp_path):
     preset = get_preset("multi30k")
-    rows = variations.with_base_seeds(variations.define_rows(
+    rows = variation_rows.with_base_seeds(variation_rows.define_rows(
         preset.model.replace(vocab_size=8000), 0.1, ("A", "C", "D", "E"),
         plan="informative"), (2,))
     ppl = {"base": 10.0, "base, seed 2": 10.4, "A: h=1": 11.0, "A: h=8": 10.1,
@@ -190,7 +191,7 @@ def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds(tmp_path):
     results = [{"row": r.name, "group": r.group, "model": r.model.get_config(),
                 "label_smoothing": r.label_smoothing, "dev_perplexity": ppl[r.name]}
                for r in rows]
-    summary = variations.verdicts(results)
+    summary = variation_verdicts.verdicts(results)
     assert summary["base_perplexity"] == pytest.approx(10.2)
     assert summary["noise"] == pytest.approx(0.4)
     got = {v["row"]: (v["kind"], v["verdict"]) for v in summary["rows"]}
@@ -207,7 +208,7 @@ def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds(tmp_path):
         "D: eps_ls=0.2": ("D: more label smoothing", "reproduced"),
         "E: learned positions": ("E: learned positions", "reproduced"),
     }
-    text = variations.format_verdicts(summary)
+    text = variation_verdicts.format_verdicts(summary)
     assert "Base dev PPL 10.20 (mean of 2 seed(s); spread 0.40, the noise)." in text
     assert "| C: N=4 | C: more layers | N=8: 4.88 | lower | +1.30 | not reproduced |" in text
 
@@ -219,7 +220,7 @@ def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds(tmp_path):
     for r in results:
         r.update(steps=3000, dev_bleu=20.0, dev_nll_flattened_at_step=2500)
     options = variations.StudyOptions("d", "o", plan="informative", max_steps=3000,
-                                      peak_learning_rate=variations.PAPER_BASE_PEAK)
+                                      peak_learning_rate=variation_rows.PAPER_BASE_PEAK)
     document = variations.results_document(
         results, options, {"commit": "abc1234", "machine": "a CPU", "date": "2026-11-26"})
     path = tmp_path / "results" / "table3" / "informative.json"
@@ -282,7 +283,7 @@ def test_a_study_part_way_lists_its_planned_rows_and_waits_for_the_base_seeds(tm
     from transformer_tf.evaluation import results_tables
 
     preset = get_preset("multi30k")
-    planned = variations.with_base_seeds(variations.define_rows(
+    planned = variation_rows.with_base_seeds(variation_rows.define_rows(
         preset.model.replace(vocab_size=8000), 0.1, ("A", "C", "D", "E"),
         plan="informative"), (2,))
     by_name = {r.name: r for r in planned}

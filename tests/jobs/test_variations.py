@@ -1,6 +1,6 @@
-"""The Table 3 study (transformer_tf/jobs/variations.py): its rows are exactly the intended
-configurations, its parameter column agrees with an independent count and with the paper,
-and it resumes without retraining what is done."""
+"""The Table 3 study (transformer_tf/jobs/variations.py, its rows from variation_rows.py):
+its rows are exactly the intended configurations, its parameter column agrees with an
+independent count and with the paper, and it resumes without retraining what is done."""
 import dataclasses
 import json
 import pathlib
@@ -10,9 +10,8 @@ import tensorflow as tf
 
 from transformer_tf.presets import get_preset
 from transformer_tf.rundir.checkpoints import TRAINED_SECONDS
-from transformer_tf.jobs.variations import (
-    ROW_RESULT, StudyOptions, count_rows, define_rows, format_table,
-    parameter_count, run_study)
+from transformer_tf.jobs.variation_rows import count_rows, define_rows, parameter_count
+from transformer_tf.jobs.variations import ROW_RESULT, StudyOptions, format_table, run_study
 
 
 def _rows(base_name="base", vocab=37000):

@@ -1,5 +1,5 @@
 """The paper's model variations (Table 3): every row trained for the same budget and scored
-on the development set; resumable. See transformer_tf/jobs/variations.py for the rows.
+on the development set; resumable. See transformer_tf/jobs/variation_rows.py for the rows.
 
   python scripts/variations.py --data runs/multi30k_en_de/data --budget-minutes 12 \\
       --out runs/variations                           # all rows around the multi30k preset
@@ -7,7 +7,7 @@ on the development set; resumable. See transformer_tf/jobs/variations.py for the
   python scripts/variations.py --plan informative --data runs/multi30k_en_de/data \
       --out runs/table3                               # the paper's directions, with verdicts
 
---plan informative trains the rows of INFORMATIVE_PLAN (transformer_tf/jobs/variations.py):
+--plan informative trains the rows of INFORMATIVE_PLAN (transformer_tf/jobs/variation_rows.py):
 groups A-E with fewer values, every row's learning rate scaled to peak where the base
 row's schedule does (multi30k: 1.98e-3), 3,000 steps per row, the base row with a second
 seed; the table ends with a verdict per row (reproduced, not reproduced, within the base
@@ -36,7 +36,7 @@ from transformer_tf.cli.arguments import add_version_flag, command_as_run, posit
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_flag, add_precision_flag, add_quiet_flag
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
-from transformer_tf.jobs.variations import INFORMATIVE_PLAN, PLANS, ROW_GROUPS
+from transformer_tf.jobs.variation_rows import INFORMATIVE_PLAN, PLANS, ROW_GROUPS
 from transformer_tf.presets import PRESET_NAMES
 from transformer_tf.runtime import console
 from transformer_tf.runtime.training_process import prepare_for_training
@@ -98,13 +98,15 @@ def main(argv=None):
 
 
 def _run(parser, args, groups, command) -> int:
-    from transformer_tf.jobs.variations import (
+    from transformer_tf.jobs.variation_rows import (
         BASE_SCHEDULE_PEAK,
+        count_rows,
+        format_counts,
+    )
+    from transformer_tf.jobs.variations import (
         StudyMismatch,
         StudyOptions,
         base_schedule_peak,
-        count_rows,
-        format_counts,
         run_study,
     )
 

@@ -39,7 +39,7 @@ from transformer_tf.runtime.provenance import (
     machine_description,
     where_this_runs,
 )
-from transformer_tf.jobs.variations import median_logged_scalar
+from transformer_tf.rundir.logged_scalars import median_logged_scalar
 from transformer_tf.presets import get_preset
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 

@@ -1,28 +1,6 @@
-"""The paper's model variations (section 6.2, Table 3) as one resumable study.
-
-Each row changes one thing around a base configuration (a Transformer preset): (A) heads at
-constant d_model, (B) smaller d_k alone, (C) depth, width and feed-forward size, (D) dropout
-and label smoothing, (E) learned positions, and "big". At the paper's scale the base is the
-`base` preset and the rows are exactly the paper's; around a smaller base (e.g. `multi30k`)
-every row is scaled by the same rule, relative to the base's own values:
-
-    A  h in {1, h/2, 2h, 4h}, d_k = d_v = d_model / h       (paper: 1, 4, 16, 32)
-    B  d_k in {d_k/4, d_k/2}, d_v unchanged                  (paper: 16, 32)
-    C  N in {N/3, 2N/3, 4N/3} (rounded, >= 1)                (paper: 2, 4, 8)
-       d_model in {d/2, 2d}, d_k = d_v = d_model / h, d_ff unchanged
-       d_ff in {d_ff/2, 2 d_ff}
-    D  P_drop in {0, 2 P_drop}; eps_ls in {0, 2 eps_ls}      (paper: 0.0 / 0.2 both)
-    E  learned positions instead of sinusoids
-    big  d_model, d_ff and h doubled, P_drop + 0.2           (paper: 1024, 4096, 16, 0.3)
-
-The "informative" plan (`plan="informative"`, `INFORMATIVE_PLAN`) is a smaller set that
-shows the paper's directions on a CPU in a day rather than weeks:
-
-    A  h in {1, 2h} at equal compute (d_k = d_v = d_model / h)
-    B  d_k / 2
-    C  N in {N - 1, N + 1}; d_model in {d/2, 2d} (d_k = d_v = d_model / h)
-    D  P_drop in {0, P_drop + 0.1}; eps_ls in {0, 2 eps_ls}
-    E  learned positions
+"""The paper's model variations (section 6.2, Table 3) as one resumable study: the rows
+of `jobs.variation_rows` trained and scored, the tables and verdicts
+(`jobs.variation_verdicts`) written.
 
 Every row trains with the same data, batch, schedule and budget (minutes or steps), and is
 scored on the development set as the paper did for this table: perplexity per target BPE
@@ -52,25 +30,26 @@ import time
 from typing import Callable
 
 from transformer_tf.config import ModelConfig
+from transformer_tf.jobs.variation_rows import (
+    ROW_GROUPS,
+    Row,
+    define_rows,
+    parameter_count,
+    with_base_seeds,
+)
+from transformer_tf.jobs.variation_verdicts import (
+    flattening_step,
+    format_verdicts,
+    perplexity,
+    verdicts,
+)
 from transformer_tf.presets import get_preset
 from transformer_tf.rundir.lock import describe_holder, hold_run_if_free
+from transformer_tf.rundir.logged_scalars import median_logged_scalar
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 from transformer_tf.runtime.provenance import conditions_of, where_this_runs
 from transformer_tf.training.rate_formula import peak_learning_rate, scale_for_peak
 
-ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
-PLANS = ("full", "informative")
-# The paper's base model (d_model 512, warm-up 4000) at its peak.
-PAPER_BASE_PEAK = peak_learning_rate(512, 4000)
-# A plan's peak_learning_rate naming the base row's own schedule: every row peaks where
-# the base preset's schedule (with the study's changes) does (`base_schedule_peak`).
-BASE_SCHEDULE_PEAK = "base"
-# The informative plan's settings (docs/variations.md says how the steps were estimated).
-# Its 3,000 steps were estimated on 4,096-token batches, which it keeps whatever the base
-# preset's batch (a user's --training-option tokens_per_batch wins).
-INFORMATIVE_PLAN = {"groups": ("A", "B", "C", "D", "E"), "max_steps": 3000,
-                    "eval_every": 250, "peak_learning_rate": BASE_SCHEDULE_PEAK,
-                    "extra_base_seeds": (2,), "training": {"tokens_per_batch": 4096}}
 RESULTS_JSON = "variations.json"
 STUDY_FILE = "study.json"
 RESULTS_MD = "variations.md"
@@ -80,288 +59,7 @@ ROW_RESULT = "result.json"
 TABLES_LOCK = "tables.lock"  # held while a process of the study rewrites its tables
 KEPT_ROWS = "row_results"  # the key of a results file's kept per-row results
 
-# Table 3's parameter column (x 10^6) where the paper gives one; rows without a figure
-# there have the base's count.
-PAPER_PARAMETERS_MILLIONS = {
-    "base": 65, "B: d_k=16": 58, "B: d_k=32": 60, "C: N=2": 36, "C: N=4": 50, "C: N=8": 80,
-    "C: d_model=256": 28, "C: d_model=1024": 168, "C: d_ff=1024": 53, "C: d_ff=4096": 90,
-    "big": 213,
-}
-PAPER_VOCABULARY = 37000
 
-
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """One line of the table: a name ("C: N=2"), its group and the configs it trains."""
-
-    name: str
-    group: str
-    model: ModelConfig
-    label_smoothing: float
-    seed: int | None = None  # None: the preset's
-
-    @property
-    def directory_name(self) -> str:
-        return "".join(c if c.isalnum() or c in "-_=." else "_" for c in self.name).replace(
-            "__", "_")
-
-
-def _positive_int(value: float) -> int:
-    return max(1, int(round(value)))
-
-
-def define_rows(base: ModelConfig, label_smoothing: float, groups=ROW_GROUPS,
-                plan: str = "full") -> list[Row]:
-    """The base row and the rows of `groups` around `base` (the rules of the module doc:
-    `plan` "full" or "informative")."""
-    if plan not in PLANS:
-        raise ValueError(f"plan: expected one of {PLANS}, got {plan!r}")
-    if plan == "informative":
-        return _informative_rows(base.resolved(), label_smoothing, groups)
-    base = base.resolved()
-    h, d, d_ff, n = base.num_heads, base.d_model, base.d_ff, base.num_layers
-    rows = [Row("base", "base", base, label_smoothing)]
-
-    def add(name, group, smoothing=label_smoothing, **changes):
-        rows.append(Row(name, group, base.replace(**changes).resolved(), smoothing))
-
-    def heads(count):
-        return dict(num_heads=count, key_dim=d // count, value_dim=d // count)
-
-    if "A" in groups:
-        for count in sorted({1, max(1, h // 2), 2 * h, 4 * h} - {h}):
-            if d % count == 0:
-                add(f"A: h={count}", "A", **heads(count))
-    if "B" in groups:
-        for key_dim in (base.key_dim // 4, base.key_dim // 2):
-            add(f"B: d_k={key_dim}", "B", key_dim=max(1, key_dim))
-    if "C" in groups:
-        for layers in sorted({_positive_int(n / 3), _positive_int(2 * n / 3),
-                              _positive_int(4 * n / 3)} - {n}):
-            add(f"C: N={layers}", "C", num_layers=layers, num_decoder_layers=layers)
-        for width in (d // 2, 2 * d):
-            add(f"C: d_model={width}", "C", d_model=width, key_dim=width // h,
-                value_dim=width // h)
-        for inner in (d_ff // 2, 2 * d_ff):
-            add(f"C: d_ff={inner}", "C", d_ff=inner)
-    if "D" in groups:
-        for dropout in (0.0, min(0.9, round(2 * base.dropout, 3))):
-            add(f"D: P_drop={dropout}", "D", dropout=dropout)
-        for smoothing in (0.0, min(0.9, round(2 * label_smoothing, 3))):
-            add(f"D: eps_ls={smoothing}", "D", smoothing=smoothing)
-    if "E" in groups:
-        add("E: learned positions", "E", position_encoding="learned")
-    if "big" in groups:
-        add("big", "big", d_model=2 * d, d_ff=2 * d_ff, num_heads=2 * h, key_dim=base.key_dim,
-            value_dim=base.value_dim, dropout=min(0.9, round(base.dropout + 0.2, 3)))
-    return rows
-
-
-def _informative_rows(base: ModelConfig, label_smoothing: float, groups) -> list[Row]:
-    h, d, n = base.num_heads, base.d_model, base.num_layers
-    rows = [Row("base", "base", base, label_smoothing)]
-
-    def add(name, group, smoothing=label_smoothing, **changes):
-        rows.append(Row(name, group, base.replace(**changes).resolved(), smoothing))
-
-    if "A" in groups:
-        for count in (1, 2 * h):
-            if count != h and d % count == 0:
-                add(f"A: h={count}", "A", num_heads=count, key_dim=d // count,
-                    value_dim=d // count)
-    if "B" in groups:
-        add(f"B: d_k={base.key_dim // 2}", "B", key_dim=max(1, base.key_dim // 2))
-    if "C" in groups:
-        for layers in (n - 1, n + 1):
-            if layers >= 1:
-                add(f"C: N={layers}", "C", num_layers=layers, num_decoder_layers=layers)
-        for width in (d // 2, 2 * d):
-            add(f"C: d_model={width}", "C", d_model=width, key_dim=width // h,
-                value_dim=width // h)
-    if "D" in groups:
-        for dropout in (0.0, min(0.9, round(base.dropout + 0.1, 3))):
-            add(f"D: P_drop={dropout}", "D", dropout=dropout)
-        for smoothing in (0.0, min(0.9, round(2 * label_smoothing, 3))):
-            add(f"D: eps_ls={smoothing}", "D", smoothing=smoothing)
-    if "E" in groups:
-        add("E: learned positions", "E", position_encoding="learned")
-    if "big" in groups:
-        raise ValueError("the informative plan has no big row (its budget would not let "
-                         "it train); use the full plan for it")
-    return rows
-
-
-def with_base_seeds(rows: list[Row], seeds) -> list[Row]:
-    """`rows` with the base row trained again for each of `seeds` (after the base row):
-    rows named "base, seed S", group "base"."""
-    extra = [dataclasses.replace(rows[0], name=f"base, seed {seed}", seed=seed)
-             for seed in seeds]
-    return rows[:1] + extra + rows[1:]
-
-
-def parameter_count(config: ModelConfig) -> int:
-    """Parameters of a Transformer built from `config` (shared embeddings counted once),
-    without building it: embeddings, attention projections and biases, FFNs, LayerNorms
-    (and position tables when learned, final LayerNorms when pre-norm)."""
-    c = config.resolved()
-    d, h = c.d_model, c.num_heads
-    attention = (d * h * c.key_dim * 2 + h * c.key_dim * 2 + d * h * c.value_dim
-                 + h * c.value_dim + h * c.value_dim * d + d)
-    ffn = 2 * d * c.d_ff + c.d_ff + d
-    norm = 2 * d
-    total = (c.num_layers * (attention + ffn + 2 * norm)
-             + c.num_decoder_layers * (2 * attention + ffn + 3 * norm))
-    vocab, target_vocab = c.vocab_size, c.target_vocab_size
-    tables = {"all": vocab, "target": vocab + target_vocab,
-              "none": vocab + 2 * target_vocab}[c.embedding_sharing]
-    total += tables * d
-    if c.position_encoding == "learned":
-        total += 2 * c.max_position * d
-    if c.norm_position == "pre":
-        total += 2 * norm
-    return total
-
-
-def count_rows(groups=ROW_GROUPS) -> list[dict]:
-    """The parameter column at the paper's scale (base preset, vocabulary 37,000) with the
-    paper's figure and both differences from the base row."""
-    base = get_preset("base")
-    rows = define_rows(base.model.replace(vocab_size=PAPER_VOCABULARY),
-                       base.training.label_smoothing, groups)
-    ours_base = parameter_count(rows[0].model)
-    table = []
-    for row in rows:
-        ours = parameter_count(row.model)
-        paper = PAPER_PARAMETERS_MILLIONS.get(row.name, PAPER_PARAMETERS_MILLIONS["base"])
-        table.append({"row": row.name, "parameters": ours,
-                      "difference_from_base_millions": (ours - ours_base) / 1e6,
-                      "paper_millions": paper,
-                      "paper_difference_from_base_millions": paper - PAPER_PARAMETERS_MILLIONS["base"]})
-    return table
-
-
-# ------------------------------------------------------------------------ the columns, verdicts
-def perplexity(nll: float) -> float:
-    """Perplexity from the mean negative log-likelihood in nats per target token:
-    exp(nll) (e.g. ln 4 nats per token: perplexity 4)."""
-    return math.exp(nll)
-
-
-def flattening_step(points, tolerance: float = 0.01) -> int | None:
-    """The first evaluated step from which the dev loss has flattened: every later loss
-    is at least (1 - tolerance) x its loss, i.e. it improves by less than `tolerance`
-    (relative) for the rest of the run. `points`: [(step, dev NLL)] in step order.
-    None when no point has a later one (nothing can be said) or none qualifies."""
-    points = sorted(points)
-    for index, (step, loss) in enumerate(points[:-1]):
-        if min(later for _, later in points[index + 1:]) >= (1.0 - tolerance) * loss:
-            return step
-    return None
-
-
-# The paper's direction of each kind of change, in dev perplexity (Table 3), relative to
-# its base (4.92): "higher", "lower" or "same" (within 0.05, the table's rounding noise).
-PAPER_DIRECTIONS = {
-    "A: fewer heads": ("higher", "h=1: 5.29, h=4: 5.00"),
-    "A: more heads": ("same", "h=16: 4.91"),
-    "B: smaller d_k": ("higher", "d_k=16: 5.16, d_k=32: 5.01"),
-    "C: fewer layers": ("higher", "N=2: 6.11, N=4: 5.19"),
-    "C: more layers": ("lower", "N=8: 4.88"),
-    "C: narrower": ("higher", "d_model=256: 5.75"),
-    "C: wider": ("lower", "d_model=1024: 4.66"),
-    "C: smaller d_ff": ("higher", "d_ff=1024: 5.12"),
-    "C: larger d_ff": ("lower", "d_ff=4096: 4.75"),
-    "D: no dropout": ("higher", "P_drop=0.0: 5.77"),
-    "D: more dropout": ("same", "P_drop=0.2: 4.95"),
-    "D: no label smoothing": ("lower", "eps_ls=0.0: 4.67"),
-    "D: more label smoothing": ("higher", "eps_ls=0.2: 5.47"),
-    "E: learned positions": ("same", "4.92"),
-    "big": ("lower", "4.33"),
-}
-
-
-def change_kind(row: dict, base: dict) -> str | None:
-    """The PAPER_DIRECTIONS key of a result row against the base row's result (None for
-    a base row)."""
-    m, b = row["model"], base["model"]
-    if row["group"] == "base":
-        return None
-    if row["group"] == "big":
-        return "big"
-    if row["group"] == "E":
-        return "E: learned positions"
-    if row["group"] == "A":
-        return "A: fewer heads" if m["num_heads"] < b["num_heads"] else "A: more heads"
-    if row["group"] == "B":
-        return "B: smaller d_k"
-    if row["group"] == "C":
-        for key, less, more in (("num_layers", "fewer layers", "more layers"),
-                                ("d_model", "narrower", "wider"),
-                                ("d_ff", "smaller d_ff", "larger d_ff")):
-            if m[key] != b[key]:
-                return f"C: {less if m[key] < b[key] else more}"
-    if m["dropout"] != b["dropout"]:
-        return "D: no dropout" if m["dropout"] == 0 else "D: more dropout"
-    return ("D: no label smoothing" if row["label_smoothing"] == 0
-            else "D: more label smoothing")
-
-
-def verdict(difference: float, noise: float, paper_direction: str) -> str:
-    """Whether a row's dev perplexity difference from the base (row - base) shows the
-    paper's direction: "reproduced", "not reproduced" or "within noise".
-
-    `noise` is the base row's seed spread (max - min perplexity over its seeds). A
-    difference of at most `noise` is "within noise" when the paper saw a change, and
-    "reproduced" when the paper saw none ("same"); a larger one is "reproduced" when its
-    sign is the paper's and "not reproduced" otherwise (for "same", any)."""
-    if paper_direction not in ("higher", "lower", "same"):
-        raise ValueError(f"paper_direction: expected higher, lower or same, got "
-                         f"{paper_direction!r}")
-    if abs(difference) <= noise:
-        return "reproduced" if paper_direction == "same" else "within noise"
-    if paper_direction == "same":
-        return "not reproduced"
-    return "reproduced" if (difference > 0) == (paper_direction == "higher") else "not reproduced"
-
-
-def verdicts(results: list[dict]) -> dict:
-    """{"base_perplexity", "noise", "base_seeds", "rows": [{row, kind, paper_direction,
-    paper, difference, verdict}]}: every row against the mean of the base rows, with
-    their spread as the noise (0 with one base row: then every difference counts)."""
-    bases = [r for r in results if r["group"] == "base"]
-    if not bases:
-        return {"rows": []}
-    base_ppl = [r["dev_perplexity"] for r in bases]
-    mean = sum(base_ppl) / len(base_ppl)
-    noise = max(base_ppl) - min(base_ppl)
-    rows = []
-    for r in results:
-        kind = change_kind(r, bases[0])
-        if kind is None:
-            continue
-        direction, paper = PAPER_DIRECTIONS[kind]
-        difference = r["dev_perplexity"] - mean
-        rows.append({"row": r["row"], "kind": kind, "paper_direction": direction,
-                     "paper": paper, "difference": difference,
-                     "verdict": verdict(difference, noise, direction)})
-    return {"base_perplexity": mean, "noise": noise, "base_seeds": len(bases), "rows": rows}
-
-
-def format_verdicts(summary: dict) -> str:
-    if not summary["rows"]:
-        return ""
-    lines = ["", (f"Base dev PPL {summary['base_perplexity']:.2f} (mean of "
-                  f"{summary['base_seeds']} seed(s); spread {summary['noise']:.2f}, the "
-                  "noise)."),
-             "", ("| row | change | paper (PPL, base 4.92) | paper direction | ours - base | "
-                  "verdict |"), "| --- | --- | --- | --- | ---: | --- |"]
-    for v in summary["rows"]:
-        lines.append(f"| {v['row']} | {v['kind']} | {v['paper']} | {v['paper_direction']} | "
-                     f"{v['difference']:+.2f} | {v['verdict']} |")
-    return "\n".join(lines) + "\n"
-
-
-# ------------------------------------------------------------------------ running the study
 @dataclasses.dataclass
 class StudyOptions:
     data_dir: str
@@ -546,22 +244,6 @@ def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, second
             "checkpoint": score.checkpoint}
 
 
-def median_logged_scalar(logdir: pathlib.Path, tag: str) -> float | None:
-    """The median of a TensorBoard scalar `tag` over the event files of `logdir` (None
-    when never logged), e.g. target_tokens_per_second under MDIR/logs/train."""
-    import statistics
-
-    import tensorflow as tf
-
-    values = []
-    for path in sorted(logdir.glob("events.out.tfevents.*")):
-        for record in tf.data.TFRecordDataset(str(path)):
-            event = tf.compat.v1.Event.FromString(record.numpy())
-            values += [float(tf.make_ndarray(v.tensor)) for v in event.summary.value
-                       if v.tag == tag]
-    return statistics.median(values) if values else None
-
-
 def run_study(options: StudyOptions, train_row: Callable | None = None,
               evaluate_row: Callable | None = None, say: Callable = print,
               plan_only: bool = False) -> list[dict]:
@@ -677,7 +359,7 @@ def format_table(results: list[dict], options: StudyOptions | None = None) -> st
         changes = f" changed by {'; '.join(parts)}" if parts else ""
         lines += ["", f"Base preset `{options.base_preset}`{changes}, {budget} per row, dev "
                       "set, beam 4, alpha 0.6, final checkpoint (no averaging). Rows scaled "
-                      f"around the base as in transformer_tf/jobs/variations.py ({options.plan} "
+                      f"around the base as in transformer_tf/jobs/variation_rows.py ({options.plan} "
                       "plan)."
                   + ("" if options.peak_learning_rate is None else
                      f" Every row's learning rate peaks at {options.peak_learning_rate:.3g}.")]
@@ -808,17 +490,6 @@ def write_tables(results: list[dict], out: pathlib.Path, options: StudyOptions,
                                     KEPT_ROWS: results}, indent=1) + "\n")
 
 
-def format_counts(counts: list[dict]) -> str:
-    lines = ["| row | params (ours) | ours - base | paper | paper - base |",
-             "| --- | ---: | ---: | ---: | ---: |"]
-    for c in counts:
-        lines.append(f"| {c['row']} | {c['parameters'] / 1e6:.1f} M | "
-                     f"{c['difference_from_base_millions']:+.1f} M | {c['paper_millions']} M | "
-                     f"{c['paper_difference_from_base_millions']:+d} M |")
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["Row", "StudyMismatch", "StudyOptions", "base_of_study", "count_rows",
-           "define_rows", "flattening_step", "format_counts", "format_table",
-           "parameter_count", "perplexity", "run_study", "verdict", "verdicts",
-           "with_base_seeds"]
+__all__ = ["StudyMismatch", "StudyOptions", "base_of_study", "base_schedule_peak",
+           "format_table", "results_document", "row_training_overrides", "run_study",
+           "write_tables"]

@@ -1,6 +1,7 @@
 """The paper's learning-rate formula (section 5.3, equation 3) as plain Python floats, with
 no TensorFlow: the Keras schedule (training/schedule.py) evaluates it in the graph, and
-studies that plan rates (jobs/variations.py) read it without loading TensorFlow.
+studies that plan rates (jobs/variations.py, jobs/variation_rows.py) read it without
+loading TensorFlow.
 
     lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
 
