@@ -29,7 +29,9 @@ import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-START, STEPS, EVAL_EVERY = 4, 10, 6  # one "epoch": steps 5-10, then validation
+# Resumed at step 4: one fit of steps 5-6 that ends with the validation at step 6, then
+# a second fit (`fit.fit_on_the_validation_grid`), both across the workers.
+START, STEPS, EVAL_EVERY = 4, 10, 6
 TIME_UP = 8  # worker 1's time budget runs out after this step
 TIMEOUT = 420  # seconds for both workers together
 

@@ -40,6 +40,23 @@ def test_budget_counts_the_time_before_this_invocation(monkeypatch):
     assert budget._out_of_time()
 
 
+def test_a_second_fit_of_one_invocation_keeps_the_budget_clock(monkeypatch):
+    # A resumed run trains to the next validation step in a fit of its own, then goes on
+    # in another (fit.fit_on_the_validation_grid): both fits and the time between them
+    # count against the budget.
+    clock = [100.0]
+    monkeypatch.setattr("transformer_tf.training.callbacks.time.monotonic", lambda: clock[0])
+    budget = TimeBudget(max_minutes=10, seconds_before=420.0)
+    assert budget.elapsed_seconds() == 420.0  # before training begins
+    budget.on_train_begin()
+    clock[0] += 100.0
+    budget.on_train_begin()
+    clock[0] += 79.0
+    assert budget.elapsed_seconds() == 599.0 and not budget._out_of_time()
+    clock[0] += 1.0
+    assert budget._out_of_time()
+
+
 def test_the_cooldown_factor_is_the_share_of_its_minutes_left(monkeypatch):
     from transformer_tf.training.callbacks import TimeCooldown
 

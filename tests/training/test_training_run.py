@@ -165,6 +165,15 @@ def test_restarted_run_continues_from_the_saved_step(resumed):
     assert steps == list(range(first, STEPS + 1, LOG_EVERY))
 
 
+def test_resumed_run_validates_at_the_uninterrupted_runs_steps(resumed, reference):
+    # Killed between two validations, the run trains up to the next multiple of
+    # EVAL_EVERY before validating, not EVAL_EVERY steps from where it resumed.
+    assert resumed["killed_at"] % EVAL_EVERY, "killed on a validation step: nothing tested"
+    ours = [step for step, _ in summaries(resumed["result"]["logdir"], "validation")["loss"]]
+    theirs = [step for step, _ in summaries(reference.logdir, "validation")["loss"]]
+    assert ours == theirs == list(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY))
+
+
 def test_every_kept_checkpoint_restores(resumed, gc_frozen):
     from transformer_tf.rundir import checkpoints
 

@@ -46,7 +46,9 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._reset_pending = False
 
     def on_train_begin(self, logs=None):
-        if self.enabled:
+        # One pair of event files for all the fits of a run (a resumed run may train in
+        # two: fit.fit_on_the_validation_grid); `close` ends them.
+        if self.enabled and self._train_writer is None:
             self._train_writer = tf.summary.create_file_writer(str(self.logdir / "train"))
             self._validation_writer = tf.summary.create_file_writer(
                 str(self.logdir / "validation"))
@@ -116,7 +118,14 @@ class TrainingMonitor(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         for writer in (self._train_writer, self._validation_writer):
             if writer is not None:
+                writer.flush()
+
+    def close(self):
+        """Close the event files (after the run's last fit); a later fit opens new ones."""
+        for writer in (self._train_writer, self._validation_writer):
+            if writer is not None:
                 writer.close()
+        self._train_writer = self._validation_writer = None
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):
@@ -226,13 +235,18 @@ class TimeBudget(keras.callbacks.Callback):
         self.strategy = strategy
         self.seconds_before = seconds_before
         self.stopped_at_step = None
-        self._start = time.monotonic()
+        self._start = None
 
     def on_train_begin(self, logs=None):
-        self._start = time.monotonic()
+        # Once: a run may train in several fits (fit_on_the_validation_grid), and the
+        # time between them is part of this invocation's training.
+        if self._start is None:
+            self._start = time.monotonic()
 
     def elapsed_seconds(self) -> float:
         """The run's training time so far, this invocation included."""
+        if self._start is None:  # before training began
+            return self.seconds_before
         return self.seconds_before + time.monotonic() - self._start
 
     def _out_of_time(self) -> bool:

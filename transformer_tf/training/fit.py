@@ -6,7 +6,8 @@ validation callback is given, BLEU on a dev subset; both go to the run's validat
 the best checkpoint by BLEU is kept apart, and early stopping may end the run:
 keep_best.py). A killed run restarts from its last checkpoint: same step count and
 optimizer state, and the same data position (the seeded dataset is replayed and the
-batches already consumed are skipped).
+batches already consumed are skipped); it validates at the steps an uninterrupted run
+does, the multiples of `eval_every` (`fit_on_the_validation_grid`).
 
 Fine-tuning (`TrainOptions.init_from`): a new run starts from another run's checkpoint
 with a fresh optimizer, schedule and step count (`rundir.init_source`).
@@ -100,6 +101,29 @@ def run_fit(model, *args, **kwargs):
     """`model.fit(*args, **kwargs)`: the one call that trains (tests replace it to inject
     allocator failures)."""
     return model.fit(*args, **kwargs)
+
+
+def fit_on_the_validation_grid(model, train_data, start_step: int, planned_steps: int,
+                               eval_every: int, **fit_arguments) -> None:
+    """`model.fit` in "epochs" of `eval_every` steps that end on multiples of eval_every,
+    each followed by the validation, up to `planned_steps` (the callbacks' StopAtStep ends
+    the run there; one epoch more than planned leaves room for steps that loss scaling
+    skips).
+
+    A run resumed between two multiples first trains up to the next one, in a fit of its
+    own, so that it validates (and its curves have points) at the steps an uninterrupted
+    run does. `train_data()` gives the training stream from the current data position;
+    each fit reads a new one.
+    """
+    epoch, short = start_step // eval_every, -start_step % eval_every
+    if short:
+        run_fit(model, train_data(), epochs=epoch + 1, initial_epoch=epoch,
+                steps_per_epoch=short, **fit_arguments)
+        if model.stop_training:  # a callback ended the run (planned step, time, NaN, ...)
+            return
+        epoch += 1
+    run_fit(model, train_data(), epochs=math.ceil(planned_steps / eval_every) + 1,
+            initial_epoch=epoch, steps_per_epoch=eval_every, **fit_arguments)
 
 
 @dataclasses.dataclass
@@ -503,9 +527,14 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     # Pairs over run.training.max_length are dropped from training (and counted); the
     # validation loss covers every dev pair, in order (over-long sides truncated).
     drops = DropCounter()
-    train_data = dataset("train", True, True, drops).skip(start_batches)
-    if accumulation > 1:  # each element: the `accumulation` batches of one update
-        train_data = train_data.apply(pack_micro_batches(accumulation))
+
+    def train_data_from(position: int):
+        """The training stream from data position `position` (batches consumed)."""
+        data = dataset("train", True, True, drops).skip(position)
+        if accumulation > 1:  # each element: the `accumulation` batches of one update
+            data = data.apply(pack_micro_batches(accumulation))
+        return data
+
     validation_data = (make_evaluation_dataset(prepared, "valid",
                                                max_length=run.training.max_length)
                        if "valid" in prepared.splits else None)
@@ -558,17 +587,20 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     elif stopped_early:
         logger.info("%s before this invocation: nothing left to train", early_stopping.reason)
     elif start_step < planned_steps:
-        # An "epoch" is eval_every steps; one more than planned leaves room for steps
-        # that loss scaling skips (StopAtStep ends the run at the planned step).
+        batches_before = int(batches.numpy())
         try:
-            run_fit(model, train_data, epochs=math.ceil(planned_steps / eval_every) + 1,
-                    initial_epoch=start_step // eval_every, steps_per_epoch=eval_every,
-                    validation_data=validation_data, callbacks=callbacks,
-                    verbose=0 if time_only else keras_verbosity(options.verbose))
+            fit_on_the_validation_grid(
+                model, lambda: train_data_from(
+                    start_batches + int(batches.numpy()) - batches_before),
+                start_step, planned_steps, eval_every,
+                validation_data=validation_data, callbacks=callbacks,
+                verbose=0 if time_only else keras_verbosity(options.verbose))
         except tf.errors.ResourceExhaustedError as error:
             raise _lower_budget(error, options, run, model_dir, strategy,
                                 int(model.optimizer.iterations.numpy()),
                                 lambda: _save_if_started(checkpoint_callback), chief) from None
+        finally:
+            monitor.close()
     if nan_stop.nan_step is not None:
         raise TrainingDiverged(
             f"training diverged: the loss became NaN at step {nan_stop.nan_step}; the last "
