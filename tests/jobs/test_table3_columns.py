@@ -209,7 +209,7 @@ def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds(tmp_path):
         "E: learned positions": ("E: learned positions", "reproduced"),
     }
     text = variation_verdicts.format_verdicts(summary)
-    assert "Base dev PPL 10.20 (mean of 2 seed(s); spread 0.40, the noise)." in text
+    assert "Base dev PPL 10.20 (mean of 2 seed(s); spread 0.400, the noise)." in text
     assert "| C: N=4 | C: more layers | N=8: 4.88 | lower | +1.30 | not reproduced |" in text
 
     # The same study as a results/ file renders in the docs: 8 reproduced, 2 not, 1 within.
@@ -232,7 +232,7 @@ def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds(tmp_path):
         tmp_path / "results")
     assert ("Of 11 rows compared with the paper's Table 3, 8 show its direction of change in "
             "dev perplexity, 2 the opposite and 1 a change within the base seeds' spread "
-            "(0.40 PPL around 10.20).") in rendered
+            "(0.400 PPL around 10.20).") in rendered
     assert "| C: N=4 | 4 | 256 | 4 | 64 | 0.2 | 0.1 | sinusoidal | 3,000 | 11.50 | 20.00 | " \
            "2,500 | N=8: 4.88 | not reproduced |" in rendered
     assert results_tables.headline(document) == "8 of 11 rows reproduce the paper's direction"
@@ -277,6 +277,14 @@ def test_the_informative_plan_from_the_command_line(tmp_path, monkeypatch, capsy
     assert "give --budget-minutes or --max-steps" in capsys.readouterr().err
 
 
+def _written(tmp_path, name, document):
+    """A results/ directory under tmp_path holding `document` as table3/NAME.json."""
+    path = tmp_path / "results" / "table3" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document))
+    return tmp_path / "results"
+
+
 def test_a_study_part_way_lists_its_planned_rows_and_waits_for_the_base_seeds(tmp_path):
     """Before both base seeds are trained no row gets a verdict (their spread is the
     noise); the rows not trained yet are listed as such."""
@@ -304,13 +312,20 @@ def test_a_study_part_way_lists_its_planned_rows_and_waits_for_the_base_seeds(tm
     assert verdicts["base, seed 2"] == variations.NOT_TRAINED
     assert sum(v == variations.NOT_TRAINED for v in verdicts.values()) == len(planned) - 2
     assert document["values"]["rows_compared"] == 0
-    path = tmp_path / "results" / "table3" / "part.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(document))
     rendered = results_tables.render_document(
-        "<!-- results:sentences table3/part -->\n<!-- /results -->\n", tmp_path / "results")
+        "<!-- results:sentences table3/part -->\n<!-- /results -->\n", _written(
+            tmp_path, "part", document))
     assert (f"The study has trained 2 of its {len(planned)} rows and 1 of its 2 base seeds: "
             "the verdicts wait for every base seed") in rendered
+    # The base seeds alone: the noise is known, no row is compared yet.
+    bases = [part[0], trained("base, seed 2", 10.4)]
+    document = variations.results_document(bases, options, provenance, planned)
+    assert results_tables.headline(document) == f"2 of {len(planned)} rows trained"
+    rendered = results_tables.render_document(
+        "<!-- results:sentences table3/bases -->\n<!-- /results -->\n", _written(
+            tmp_path, "bases", document))
+    assert (f"The study has trained 2 of its {len(planned)} rows, its 2 base seeds: their "
+            "spread (0.400 PPL around 10.20) is the noise") in rendered
     # With the second base seed the verdicts come: h=1 is 1.8 above a mean of 10.2, beyond
     # the spread 0.4, in the paper's direction.
     part.append(trained("base, seed 2", 10.4))

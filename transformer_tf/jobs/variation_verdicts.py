@@ -116,7 +116,7 @@ def format_verdicts(summary: dict) -> str:
     if not summary["rows"]:
         return ""
     lines = ["", (f"Base dev PPL {summary['base_perplexity']:.2f} (mean of "
-                  f"{summary['base_seeds']} seed(s); spread {summary['noise']:.2f}, the "
+                  f"{summary['base_seeds']} seed(s); spread {summary['noise']:.3f}, the "
                   "noise)."),
              "", ("| row | change | paper (PPL, base 4.92) | paper direction | ours - base | "
                   "verdict |"), "| --- | --- | --- | --- | ---: | --- |"]

@@ -425,20 +425,26 @@ def results_document(results: list[dict], options: StudyOptions, provenance: dic
               "base_seeds_planned": max(bases_planned, bases_trained)}
     budget = (f"{options.budget_minutes:g} minutes" if options.budget_minutes is not None
               else f"{options.max_steps:,} steps")
-    if judged:
+    if judged and by_row:
         headline = "{reproduced} of {rows_compared} rows reproduce the paper's direction"
         sentence = (
             "Of {rows_compared} rows compared with the paper's Table 3, {reproduced} show its "
             "direction of change in dev perplexity, {not_reproduced} the opposite and "
-            "{within_noise} a change within the base seeds' spread ({base_seed_spread:.2f} "
+            "{within_noise} a change within the base seeds' spread ({base_seed_spread:.3f} "
             "PPL around {base_perplexity:.2f}).")
+    elif judged:  # only base rows so far
+        headline = "{rows_trained} of {rows_planned} rows trained"
+        sentence = ("The study has trained {rows_trained} of its {rows_planned} rows, its "
+                    "{base_seeds_trained} base seeds: their spread ({base_seed_spread:.3f} "
+                    "PPL around {base_perplexity:.2f}) is the noise a row's change must "
+                    "exceed.")
     else:
         headline = "{rows_trained} of {rows_planned} rows trained"
         sentence = ("The study has trained {rows_trained} of its {rows_planned} rows and "
                     "{base_seeds_trained} of its {base_seeds_planned} base seeds: the "
                     "verdicts wait for every base seed, whose spread is the noise a row's "
                     "change must exceed.")
-    if judged and len(results) < len(planned):
+    if by_row and len(results) < len(planned):
         sentence += " The study has trained {rows_trained} of its {rows_planned} rows."
     return {
         "what": (f"Table 3 rows ({options.plan} plan) around the {options.base_preset} "
