@@ -76,6 +76,18 @@ def test_plan_lists_every_row_not_run(treebank, tmp_path):
     assert write_plan(_options(treebank, tmp_path, max_steps=9))["study"]["max_steps"] == 9
 
 
+def test_the_command_keeps_its_results_in_the_work_directory(treebank, tmp_path):
+    # Without --results a study starts its own file, not a committed one under results/
+    # (which would make a new user's study continue the maintainers' rows).
+    from transformer_tf.cli.parse_ablation import main
+
+    work = tmp_path / "work"
+    assert main(["--treebank", str(treebank), "--work-dir", str(work), "--plan-only",
+                 "--quiet"]) == 0
+    document = json.loads((work / "ablation.json").read_text())
+    assert [row["key"] for row in document["rows"]] == list(ROW_KEYS)
+
+
 def _flat(tree_text: str) -> str:
     """The gold tree with every constituent but one S taken away: a worse parse of the
     same words."""

@@ -6,15 +6,14 @@ results file lists every row (the ones not run yet marked so) and is rewritten a
 finished row; run the same command again to resume. See transformer_tf/jobs/parse_ablation.py.
 
 The study (4 trainings of 45 minutes for its six rows; parsing_paper's d_model 1024 trains
-few steps in that time):
+few steps in that time), its results in runs/parse_ablation/ablation.json:
+  python scripts/parse_ablation.py --work-dir runs/parse_ablation
+Some rows now, the others later (the same --work-dir and --results):
+  python scripts/parse_ablation.py --work-dir runs/parse_ablation --rows engineered no_grammar
+The results file with every row not run yet, for the docs (a file under results/ is one
+to commit, as results/parsing/ablation-wsj-sample-avx512bf16.json is):
   python scripts/parse_ablation.py --work-dir runs/parse_ablation \\
-      --results results/parsing/ablation-wsj-sample.json
-Some rows now, the others later (the same --results):
-  python scripts/parse_ablation.py --work-dir runs/parse_ablation \\
-      --results results/parsing/ablation-wsj-sample.json --rows engineered no_grammar
-The results file with every row not run yet, for the docs:
-  python scripts/parse_ablation.py --work-dir runs/parse_ablation \\
-      --results results/parsing/ablation-wsj-sample.json --plan-only
+      --results results/parsing/NAME.json --plan-only
 A smoke run of the whole path (minutes):
   python scripts/parse_ablation.py --work-dir runs/ablation_smoke --results runs/ablation_smoke/a.json \\
       --train-minutes 0 --max-steps 20 --beam-size 2 --model-option d_model=32 \\
@@ -45,9 +44,10 @@ def main(argv=None) -> int:
     add_flag(parser, "treebank")
     add_flag(parser, "work_dir", required=True,
              help="prepared treebanks and the rows' model directories")
-    add_flag(parser, "results", default="results/parsing/ablation-wsj-sample.json",
-             help="results file, rewritten after every finished row (default "
-                  "results/parsing/ablation-wsj-sample.json)")
+    add_flag(parser, "results",
+             help="results file, rewritten after every finished row; a study continues the "
+                  "rows it holds (default WORK_DIR/ablation.json; a file under results/ "
+                  "is one to commit)")
     parser.add_argument("--rows", nargs="+", metavar="ROW",
                         help="the rows to run now, by key (default all; the keys are in "
                              "docs/parsing.md, e.g. engineered no_grammar)")
@@ -86,6 +86,7 @@ def _run(parser, args, command) -> int:
         if not root:
             parser.error(f"give --treebank or set {DATA_ENV_VAR} (its ptb_wsj_sample/ is used)")
         treebank = str(Path(root) / "ptb_wsj_sample")
+    results = args.results or str(Path(args.work_dir) / "ablation.json")
     minutes = args.train_minutes or None
     if (minutes is None) == (args.max_steps is None):
         parser.error("give one training budget: --train-minutes M, or --train-minutes 0 "
@@ -100,7 +101,7 @@ def _run(parser, args, command) -> int:
     )
 
     options = AblationOptions(
-        treebank_dir=treebank, work_dir=args.work_dir, results=args.results,
+        treebank_dir=treebank, work_dir=args.work_dir, results=results,
         rows=tuple(args.rows or ROW_KEYS), vocab_size=args.vocab_size, train_minutes=minutes,
         max_steps=args.max_steps, eval_every=args.eval_every,
         model_overrides=model_overrides, training_overrides=training_overrides,
@@ -108,7 +109,7 @@ def _run(parser, args, command) -> int:
         precision=args.precision, command=command, verbose=0 if args.quiet else 1,
         alongside=args.alongside)
     document = write_plan(options) if args.plan_only else run_ablation(options)
-    print(f"{args.results}: {document['headline'].format(**document['values'])}")
+    print(f"{results}: {document['headline'].format(**document['values'])}")
     return 0
 
 
