@@ -504,7 +504,9 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         batches=batches, training_state={checkpoints.TRAINED_SECONDS: trained_seconds,
                                          **({"plateau": plateau.best} if plateau else {})})
     start_step = checkpoints.restore_latest(manager)
-    start_batches = int(batches.numpy()) or start_step * accumulation  # older checkpoints
+    # Checkpoints older than the counter hold 0: their position is the steps' batches
+    # (set, so that the counter the next checkpoint saves is right too).
+    batches.assign(int(batches.numpy()) or start_step * accumulation)
     if not start_step and plan is not None and plan.probe_seconds:
         trained_seconds.assign(plan.probe_seconds)  # the probe is part of the time budget
     seconds_before = float(trained_seconds.numpy())
@@ -587,11 +589,9 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     elif stopped_early:
         logger.info("%s before this invocation: nothing left to train", early_stopping.reason)
     elif start_step < planned_steps:
-        batches_before = int(batches.numpy())
         try:
             fit_on_the_validation_grid(
-                model, lambda: train_data_from(
-                    start_batches + int(batches.numpy()) - batches_before),
+                model, lambda: train_data_from(int(batches.numpy())),
                 start_step, planned_steps, eval_every,
                 validation_data=validation_data, callbacks=callbacks,
                 verbose=0 if time_only else keras_verbosity(options.verbose))
