@@ -1,15 +1,18 @@
 """Training runs on a small real slice of Multi30k (preset tiny with one layer per stack,
 500 pairs, 200 steps).
 
-Two runs of the same command line (`scripts/train.py`, dropout 0, a checkpoint every
+Runs of the same command line (`scripts/train.py`, dropout 0, a checkpoint every
 0.12 s, so that one of step 10 or more exists early even on a fast machine):
 
 * reference: uninterrupted, in this process (`fit.train`, what the script calls);
 * resumed: the script in a subprocess, SIGKILLed once a checkpoint of step >= 10 exists,
-  then started again with the same command.
+  then started again with the same command;
+* stopped: the script with a checkpoint every 25 steps instead, sent SIGTERM once the
+  one of step 25 exists: it saves the step it is on, exits with 143, and the same command
+  resumes from there.
 
-They show that the resumed run continues from the saved step with the same optimizer
-state and data position (it ends with the reference's weights), that the model learns,
+They show that the resumed runs continue from the saved step with the same optimizer
+state and data position (they end with the reference's weights), that the model learns,
 and that TensorBoard gets the scalars.
 """
 from __future__ import annotations
@@ -131,6 +134,62 @@ def resumed(tiny_multi30k, tmp_path_factory):
             "killed_checkpoints": killed_checkpoints, "killed_pid": process.pid,
             "killed_seconds": killed_seconds,
             "second_stderr": second.stderr}
+
+
+CHECKPOINT_EVERY = 25  # the stopped run's checkpoint cadence, in steps
+
+
+@pytest.fixture(scope="module")
+def stopped(tiny_multi30k, tmp_path_factory):
+    """SIGTERM to the script once its checkpoint of step CHECKPOINT_EVERY exists, then the
+    same command again."""
+    model_dir = tmp_path_factory.mktemp("stopped") / "model"
+    command = [sys.executable, str(REPO / "scripts" / "train.py"),
+               *train_args(tiny_multi30k.directory, model_dir),
+               "--training-option", f"checkpoint_every_steps={CHECKPOINT_EVERY}"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+    deadline = time.monotonic() + 240
+    while (latest_step(model_dir) or 0) < CHECKPOINT_EVERY:
+        assert process.poll() is None, "the run ended before it could be stopped"
+        assert time.monotonic() < deadline, "no checkpoint within 240 s"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    _, first_stderr = process.communicate(timeout=120)
+    stopped_files = {"checkpoint state": latest_step(model_dir),
+                     "lock record": (model_dir / "run.lock.json").exists()}
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
+    lines = second.stdout.splitlines()
+    result = json.loads("\n".join(lines[max(i for i, x in enumerate(lines) if x == "{"):]))
+    return {"model_dir": model_dir, "status": process.returncode, "stderr": first_stderr,
+            **stopped_files, "result": result, "second_stderr": second.stderr}
+
+
+def test_a_stopped_run_saves_its_step_says_so_and_releases_the_run(stopped):
+    assert stopped["status"] == 128 + signal.SIGTERM, stopped["stderr"][-3000:]
+    message = re.search(r"stopped by SIGTERM at step (\d+) \(checkpoint (\S+) saved\); "
+                        r"the same command resumes the run from there", stopped["stderr"])
+    assert message, stopped["stderr"][-3000:]
+    step = int(message.group(1))
+    # A signal during the save of step 25 stops at 25 (the step the save is part of).
+    assert CHECKPOINT_EVERY <= step < STEPS, stopped["stderr"][-3000:]
+    assert message.group(2).endswith(f"ckpt-{step}")
+    assert stopped["checkpoint state"] == step  # the newest checkpoint: the stop's
+    assert "Traceback" not in stopped["stderr"], stopped["stderr"][-3000:]
+    assert not stopped["lock record"]  # released, unlike a killed run's
+    assert "ended without releasing its lock" not in stopped["second_stderr"]
+    assert stopped["result"]["start_step"] == step
+
+
+def test_a_stopped_run_resumed_ends_like_the_uninterrupted_one(stopped, reference):
+    # The stop's checkpoint holds the step's data position too: no batch read twice.
+    ours = model_weights(stopped["model_dir"], stopped["result"]["last_checkpoint"])
+    theirs = model_weights(reference.model_dir, reference.last_checkpoint)
+    for name in ours:
+        np.testing.assert_allclose(ours[name], theirs[name], rtol=1e-4, atol=1e-5,
+                                   err_msg=name)
 
 
 def test_killed_run_left_a_readable_checkpoint(resumed):

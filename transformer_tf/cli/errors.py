@@ -5,7 +5,9 @@ directory that another process holds or that holds another run, a training run t
 diverged -- ends the command with one line `error: <file or flag>: <what>` on stderr and
 exit status 2, without a traceback (with --verbose the traceback follows). The messages
 come from the library's exceptions, which name the file or field at fault. Anything else
-is a bug and shows its traceback (exit status 1). Ctrl-C ends with "interrupted" and 130.
+is a bug and shows its traceback (exit status 1). Ctrl-C ends with "interrupted" and 130;
+a training run stopped by a signal (`training.stop_signal.StopRequested`) says where it
+saved and exits with 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM).
 """
 from __future__ import annotations
 
@@ -52,9 +54,9 @@ def run_command(run: Callable[..., int], *args, verbose: bool = False,
     `also`) reported as `error: ...` and exit status 2."""
     try:
         return run(*args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return INTERRUPTED
+    except KeyboardInterrupt as interrupt:
+        print(str(interrupt) or "interrupted", file=sys.stderr)
+        return getattr(interrupt, "exit_status", INTERRUPTED)
     except Exception as error:  # noqa: BLE001 -- sorted into expected and bugs here
         if not (is_expected(error) or isinstance(error, also)):
             raise

@@ -7,7 +7,8 @@ the best checkpoint by BLEU is kept apart, and early stopping may end the run:
 keep_best.py). A killed run restarts from its last checkpoint: same step count and
 optimizer state, and the same data position (the seeded dataset is replayed and the
 batches already consumed are skipped); it validates at the steps an uninterrupted run
-does, the multiples of `eval_every` (`fit_on_the_validation_grid`).
+does, the multiples of `eval_every` (`fit_on_the_validation_grid`). A run stopped with
+SIGTERM or Ctrl-C saves the step it is on first (`stop_signal`).
 
 Fine-tuning (`TrainOptions.init_from`): a new run starts from another run's checkpoint
 with a fresh optimizer, schedule and step count (`rundir.init_source`).
@@ -61,6 +62,7 @@ from transformer_tf.training.plateau import (
 from transformer_tf.training.precision import resolve_precision
 from transformer_tf.training.schedule import TransformerSchedule, WarmupHoldCooldown
 from transformer_tf.training.speed_probe import probe_speed
+from transformer_tf.training.stop_signal import StopOnSignal, StopRequested
 from transformer_tf.training.trainer import Seq2SeqTrainer
 from transformer_tf.training.validation import ValidationTranslations
 from transformer_tf.training.word_loss import pooled_ids
@@ -589,12 +591,23 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     elif stopped_early:
         logger.info("%s before this invocation: nothing left to train", early_stopping.reason)
     elif start_step < planned_steps:
+        # Last: a stop lands after the checkpoint callback has counted the step's batches.
+        stop = StopOnSignal()
+        listening = (contextlib.nullcontext() if is_multi_worker(strategy)
+                     else stop.listening())
         try:
-            fit_on_the_validation_grid(
-                model, lambda: train_data_from(int(batches.numpy())),
-                start_step, planned_steps, eval_every,
-                validation_data=validation_data, callbacks=callbacks,
-                verbose=0 if time_only else keras_verbosity(options.verbose))
+            with listening:
+                fit_on_the_validation_grid(
+                    model, lambda: train_data_from(int(batches.numpy())),
+                    start_step, planned_steps, eval_every,
+                    validation_data=validation_data, callbacks=callbacks + [stop],
+                    verbose=0 if time_only else keras_verbosity(options.verbose))
+            if stop.received is not None:  # after the last step: the run is saved
+                raise StopRequested(stop.received)
+        except StopRequested as stopped:
+            _save_if_started(checkpoint_callback)
+            stopped.saved(int(model.optimizer.iterations.numpy()), manager.latest_checkpoint)
+            raise
         except tf.errors.ResourceExhaustedError as error:
             raise _lower_budget(error, options, run, model_dir, strategy,
                                 int(model.optimizer.iterations.numpy()),
