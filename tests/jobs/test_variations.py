@@ -343,3 +343,57 @@ def test_two_processes_share_a_study_one_row_each(tiny_multi30k, tmp_path):
     assert [r["row"] for r in results] == ["base", "E: learned positions"]
     document = json.loads((tmp_path / "r.json").read_text())
     assert [r["row"] for r in document["row_results"]] == ["base", "E: learned positions"]
+
+
+def test_a_study_resumed_with_more_base_seeds_trains_only_them(tiny_multi30k, tmp_path):
+    """Two base seeds measure the noise poorly: a study may add seeds when it resumes,
+    in its directory or from its results file, keeping every row trained; it may not drop
+    one, nor change another setting on the way."""
+    from transformer_tf.jobs.variations import STUDY_FILE, StudyMismatch
+
+    results_file = tmp_path / "results.json"
+    trained = []
+    options = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path / "a"),
+                           groups=("E",), max_steps=5, extra_base_seeds=(2,),
+                           results=str(results_file))
+
+    def study(**changes):
+        return run_study(dataclasses.replace(options, **changes),
+                         lambda row, *rest: trained.append(row.name),
+                         lambda row, row_dir, o, s: _fake_result(row, 5),
+                         say=lambda message: None)
+
+    study()
+    assert trained == ["base", "base, seed 2", "E: learned positions"]
+    trained.clear()
+    results = study(extra_base_seeds=(2, 3))
+    assert trained == ["base, seed 3"]
+    assert [r["row"] for r in results] == ["base", "base, seed 2", "base, seed 3",
+                                           "E: learned positions"]
+    assert json.loads((tmp_path / "a" / STUDY_FILE).read_text())["extra_base_seeds"] == [2, 3]
+    document = json.loads(results_file.read_text())
+    assert document["study"]["extra_base_seeds"] == [2, 3]
+    # A fresh clone continuing from the results file with a fourth seed.
+    trained.clear()
+    study(out_dir=str(tmp_path / "b"), extra_base_seeds=(2, 3, 4))
+    assert trained == ["base, seed 4"]
+    for fewer in ((2,), (3, 4, 5), ()):  # dropped or other seeds: refused
+        with pytest.raises(StudyMismatch, match="extra_base_seeds: was"):
+            study(extra_base_seeds=fewer)
+    with pytest.raises(StudyMismatch, match="max_steps: was 5, now 6"):
+        study(extra_base_seeds=(2, 3, 4, 5), max_steps=6)
+    assert trained == ["base, seed 4"]
+
+
+def test_the_command_line_trains_the_base_row_n_times(tiny_multi30k, tmp_path):
+    from transformer_tf.cli.variations import main
+    from transformer_tf.jobs.variations import STUDY_FILE
+
+    for seeds, extra in (([], [2]), (["--base-seeds", "3"], [2, 3])):
+        out = tmp_path / str(len(seeds))
+        assert main(["--plan", "informative", "--data", str(tiny_multi30k.directory),
+                     "--out", str(out), "--plan-only", "--quiet", *seeds]) == 0
+        assert json.loads((out / STUDY_FILE).read_text())["extra_base_seeds"] == extra
+        planned = [r["row"] for r in json.loads((out / "results.json").read_text())["rows"]]
+        assert [r for r in planned if r.startswith("base")] == ["base"] + [
+            f"base, seed {seed}" for seed in extra]

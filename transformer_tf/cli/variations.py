@@ -32,7 +32,12 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import add_version_flag, command_as_run, positive_float
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    command_as_run,
+    positive_float,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_flag, add_precision_flag, add_quiet_flag
 from transformer_tf.cli.model_flags import add_option_flags, resolve_option_flags
@@ -70,6 +75,11 @@ def main(argv=None):
              help="train nothing: write the tables and the results file from the rows "
                   "finished before (the others marked not trained yet)")
     add_flag(parser, "alongside")
+    parser.add_argument("--base-seeds", type=positive_int, metavar="N",
+                        help="train the base row N times (its preset's seed, then 2, 3, ...): "
+                             "the spread of their dev perplexities is the verdicts' noise "
+                             "(default: the plan's, informative 2, full 1); a study resumed "
+                             "with more seeds keeps its rows and trains the new seeds")
     add_flag(parser, "eval_every", default=None,
              help="steps between validations (default 500; informative plan 250)")
     parser.add_argument("--peak-learning-rate", type=positive_float, metavar="RATE",
@@ -131,7 +141,9 @@ def _run(parser, args, groups, command) -> int:
                            max_steps=max_steps,
                            eval_every=args.eval_every or plan.get("eval_every", 500),
                            plan=args.plan, peak_learning_rate=peak,
-                           extra_base_seeds=plan.get("extra_base_seeds", ()),
+                           extra_base_seeds=(tuple(range(2, args.base_seeds + 1))
+                                             if args.base_seeds is not None
+                                             else plan.get("extra_base_seeds", ())),
                            precision=args.precision, verbose=0 if args.quiet else 1,
                            model_overrides=model_overrides,
                            training_overrides=training_overrides, command=command,

@@ -10,7 +10,8 @@ informative plan takes the base row's own peak (`base_schedule_peak`), so that a
 another width changes the model and not the rate (by d_model^-0.5 a d_model 128 row would
 peak 1.4 times higher than the base, a d_model 512 row 1.4 times lower).
 `extra_base_seeds` trains the base row again with other seeds: the spread of their
-perplexities is the noise a row's difference must exceed (`verdict`). The study resumes:
+perplexities is the noise a row's difference must exceed (`verdict`); a study may add
+base seeds when it resumes (its trained rows stay valid), not drop them. The study resumes:
 a finished row is not retrained, a killed row continues from its last checkpoint with what
 is left of its budget. Several processes may share a study directory (one per core): each
 trains the rows no other process holds (a row is held, through its run directory's lock,
@@ -120,15 +121,30 @@ def _check_same_study(out: pathlib.Path, options: StudyOptions) -> None:
     if not path.exists():
         path.write_text(json.dumps(wanted, indent=2))
         return
-    details = _differences(json.loads(path.read_text()), wanted)
+    recorded = json.loads(path.read_text())
+    details = _differences(recorded, wanted)
     if details:
         raise StudyMismatch(f"{path}: this study was started with other settings ({details}); "
                             "use another --out, or the same settings to resume it")
+    if recorded != wanted:  # more base seeds than before
+        path.write_text(json.dumps(wanted, indent=2))
+
+
+# Settings a resumed study may extend: a list that begins with the recorded one. More
+# base seeds measure the noise better; the rows trained before are still the study's.
+EXTENSIBLE = ("extra_base_seeds",)
 
 
 def _differences(recorded: dict, wanted: dict) -> str:
-    """The settings that differ, "name: was X, now Y; ..." ("" when none does)."""
-    changed = sorted(k for k in set(wanted) | set(recorded) if wanted.get(k) != recorded.get(k))
+    """The settings that differ, "name: was X, now Y; ..." ("" when none does, or when an
+    EXTENSIBLE one only grew)."""
+    def same(key):
+        was, now = recorded.get(key), wanted.get(key)
+        if key in EXTENSIBLE:
+            was, now = was or [], (now or [])[:len(was or [])]
+        return was == now
+
+    changed = sorted(k for k in set(wanted) | set(recorded) if not same(k))
     return "; ".join(f"{k}: was {recorded.get(k)!r}, now {wanted.get(k)!r}" for k in changed)
 
 
