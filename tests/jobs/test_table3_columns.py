@@ -230,8 +230,8 @@ def test_verdicts_compare_rows_with_the_mean_of_the_base_seeds(tmp_path):
         "<!-- results:table table3/informative -->\n<!-- /results -->\n"
         "<!-- results:sentences table3/informative -->\n<!-- /results -->\n",
         tmp_path / "results")
-    assert ("Of 11 rows compared with the paper's Table 3, 8 show its direction of change in "
-            "dev perplexity, 2 the opposite and 1 a change within the base seeds' spread "
+    assert ("Compared with the paper's Table 3, 8 of 11 rows change dev perplexity in its "
+            "direction, 2 the opposite way and 1 by no more than the base seeds' spread "
             "(0.400 PPL around 10.20).") in rendered
     assert "| C: N=4 | 4 | 256 | 4 | 64 | 0.2 | 0.1 | sinusoidal | 3,000 | 11.50 | 20.00 | " \
            "2,500 | N=8: 4.88 | not reproduced |" in rendered
@@ -332,6 +332,6 @@ def test_a_study_part_way_lists_its_planned_rows_and_waits_for_the_base_seeds(tm
     document = variations.results_document(part, options, provenance, planned)
     verdicts = {r["row"]: r["verdict"] for r in document["rows"]}
     assert verdicts["A: h=1"] == "reproduced"
-    assert results_tables.headline(document) == "1 of 1 rows reproduce the paper's direction"
+    assert results_tables.headline(document) == "1 of 1 row reproduces the paper's direction"
     assert document["sentences"][0].endswith(
         "The study has trained {rows_trained} of its {rows_planned} rows.")

@@ -442,11 +442,15 @@ def results_document(results: list[dict], options: StudyOptions, provenance: dic
     budget = (f"{options.budget_minutes:g} minutes" if options.budget_minutes is not None
               else f"{options.max_steps:,} steps")
     if judged and by_row:
-        headline = "{reproduced} of {rows_compared} rows reproduce the paper's direction"
+        rows_word = "row" if len(by_row) == 1 else "rows"
+        one = counts["reproduced"] == 1  # "1 of 11 rows reproduces", "8 of 11 ... reproduce"
+        headline = ("{reproduced} of {rows_compared} " + rows_word
+                    + (" reproduces" if one else " reproduce") + " the paper's direction")
         sentence = (
-            "Of {rows_compared} rows compared with the paper's Table 3, {reproduced} show its "
-            "direction of change in dev perplexity, {not_reproduced} the opposite and "
-            "{within_noise} a change within the base seeds' spread ({base_seed_spread:.3f} "
+            "Compared with the paper's Table 3, {reproduced} of {rows_compared} " + rows_word
+            + (" changes" if one else " change")
+            + " dev perplexity in its direction, {not_reproduced} the opposite way "
+            "and {within_noise} by no more than the base seeds' spread ({base_seed_spread:.3f} "
             "PPL around {base_perplexity:.2f}).")
     elif judged:  # only base rows so far
         headline = "{rows_trained} of {rows_planned} rows trained"
