@@ -31,12 +31,9 @@ import dataclasses
 
 from transformer_tf.config import ModelConfig
 from transformer_tf.presets import get_preset
-from transformer_tf.training.rate_formula import peak_learning_rate
 
 ROW_GROUPS = ("A", "B", "C", "D", "E", "big")
 PLANS = ("full", "informative")
-# The paper's base model (d_model 512, warm-up 4000) at its peak.
-PAPER_BASE_PEAK = peak_learning_rate(512, 4000)
 # A plan's peak_learning_rate naming the base row's own schedule: every row peaks where
 # the base preset's schedule (with the study's changes) does (`base_schedule_peak`).
 BASE_SCHEDULE_PEAK = "base"
