@@ -29,10 +29,10 @@ def test_main_job_produces_every_artefact(shared_data_dir, tmp_path):
     summary = json.loads((work / "summary.json").read_text())
     paths = summary["paths"]
     assert summary["train_steps"] == 24
-    # --beam-size 2 given: alpha chosen on the dev set from 0.6 and 1.0, the argmax.
+    # --beam-size 2 given: alpha chosen on the dev set from 0.6, 1.0 and 1.4, the argmax.
     assert (summary["family"], summary["beam_size"]) == ("transformer", 2)
     tried = {row["alpha"]: row["dev_bleu"] for row in summary["decoding_scores"]}
-    assert sorted(tried) == [0.6, 1.0] and tried[summary["alpha"]] == max(tried.values())
+    assert sorted(tried) == [0.6, 1.0, 1.4] and tried[summary["alpha"]] == max(tried.values())
     assert summary["decoding_reason"] in result.stdout
     exported = json.loads((pathlib.Path(summary["paths"]["saved_model"]) / "assets.extra"
                            / "transformer_tf.json").read_text())["decoding"]

@@ -75,7 +75,7 @@ def main(argv=None):
              help="checkpoints to average, from the last 20%% of training; the average is kept "
                   "only if it beats the latest checkpoint on the dev set (default: the preset's, "
                   "5)")
-    add_search_flags(parser, "chosen on the dev set among beam 1, 4 and 6 and alpha 0.6 and 1.0")
+    add_search_flags(parser, "chosen on the dev set among beam 1, 4 and 6 and alpha 0.6, 1.0 and 1.4")
     parser.add_argument("--test-limit", type=positive_int, help="decode only the first N test sentences")
     add_flag(parser, "dev_limit",
              help="choose the checkpoint (latest, averaged, best) and the beam size and alpha by "

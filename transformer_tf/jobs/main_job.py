@@ -77,7 +77,7 @@ class MainJobOptions:
     alpha: float | None = None  # None: chosen on the dev set from alphas
     # The search settings tried on the dev set (beam 1 once: its alpha ranks nothing).
     beam_sizes: tuple = (1, 4, 6)
-    alphas: tuple = (0.6, 1.0)
+    alphas: tuple = (0.6, 1.0, 1.4)
     batch_size: int = 64
     test_limit: int | None = None
     dev_limit: int | None = None  # dev sentences decoded to choose the checkpoint (None: all)
