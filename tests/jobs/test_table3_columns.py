@@ -253,7 +253,7 @@ def test_the_informative_plan_from_the_command_line(tmp_path, monkeypatch, capsy
     options = seen[-1]
     assert (options.plan, options.groups, options.max_steps, options.eval_every,
             options.extra_base_seeds) == ("informative", ("A", "B", "C", "D", "E"), 3000,
-                                          250, (2,))
+                                          250, (2, 3))
     assert options.peak_learning_rate == pytest.approx(1.97642e-3, rel=1e-5)  # the base's
     assert cli.main(["--plan", "informative", "--data", str(tmp_path), "--out",
                      str(tmp_path / "out"), "--rows", "A", "--max-steps", "40",

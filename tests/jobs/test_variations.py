@@ -389,7 +389,8 @@ def test_the_command_line_trains_the_base_row_n_times(tiny_multi30k, tmp_path):
     from transformer_tf.cli.variations import main
     from transformer_tf.jobs.variations import STUDY_FILE
 
-    for seeds, extra in (([], [2]), (["--base-seeds", "3"], [2, 3])):
+    for seeds, extra in (([], [2, 3]), (["--base-seeds", "2"], [2]),
+                         (["--base-seeds", "4"], [2, 3, 4])):
         out = tmp_path / str(len(seeds))
         assert main(["--plan", "informative", "--data", str(tiny_multi30k.directory),
                      "--out", str(out), "--plan-only", "--quiet", *seeds]) == 0

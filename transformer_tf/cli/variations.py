@@ -9,8 +9,8 @@ on the development set; resumable. See transformer_tf/jobs/variation_rows.py for
 
 --plan informative trains the rows of INFORMATIVE_PLAN (transformer_tf/jobs/variation_rows.py):
 groups A-E with fewer values, every row's learning rate scaled to peak where the base
-row's schedule does (multi30k: 1.98e-3), 3,000 steps per row, the base row with a second
-seed; the table ends with a verdict per row (reproduced, not reproduced, within the base
+row's schedule does (multi30k: 1.98e-3), 3,000 steps per row, the base row with three
+seeds; the table ends with a verdict per row (reproduced, not reproduced, within the base
 seeds' noise). --rows, --max-steps, --budget-minutes, --eval-every and
 --peak-learning-rate still override it.
 
@@ -56,7 +56,7 @@ def main(argv=None):
                         help="Transformer preset the rows vary around (default multi30k)")
     parser.add_argument("--plan", default="full", choices=PLANS,
                         help="full: the paper's rows, scaled; informative: fewer rows at the "
-                             "base model's peak rate, two base seeds, verdicts (default full)")
+                             "base model's peak rate, three base seeds, verdicts (default full)")
     parser.add_argument("--rows",
                         help=f"comma-separated groups of {','.join(ROW_GROUPS)} (default all "
                              "of the plan)")
@@ -78,7 +78,7 @@ def main(argv=None):
     parser.add_argument("--base-seeds", type=positive_int, metavar="N",
                         help="train the base row N times (its preset's seed, then 2, 3, ...): "
                              "the spread of their dev perplexities is the verdicts' noise "
-                             "(default: the plan's, informative 2, full 1); a study resumed "
+                             "(default: the plan's, informative 3, full 1); a study resumed "
                              "with more seeds keeps its rows and trains the new seeds")
     add_flag(parser, "eval_every", default=None,
              help="steps between validations (default 500; informative plan 250)")
