@@ -77,8 +77,8 @@ def test_a_step_plan_is_applied_recorded_and_kept_on_resume(tiny_multi30k, tmp_p
 
 def test_a_time_budget_is_planned_from_a_probe_once(tiny_multi30k, tmp_path, monkeypatch,
                                                     gc_frozen):
-    # 18 s: building the probe's model counts in the budget, and takes several seconds on
-    # a loaded machine (at 9 s the probe sometimes left nothing to train).
+    # 18 s: building the probe's model counts in the budget and is slow on a loaded
+    # machine (the test failed once under load with 9 s; the cause was not pinned down).
     budget = 0.3
     probes = []
 

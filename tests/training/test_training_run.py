@@ -173,7 +173,8 @@ def test_a_stopped_run_saves_its_step_says_so_and_releases_the_run(stopped):
                         r"the same command resumes the run from there", stopped["stderr"])
     assert message, stopped["stderr"][-3000:]
     step = int(message.group(1))
-    # A signal during the save of step 25 stops at 25 (the step the save is part of).
+    # A signal that lands while step 25's callbacks run stops at 25 (its checkpoint is then
+    # the periodic one).
     assert CHECKPOINT_EVERY <= step < STEPS, stopped["stderr"][-3000:]
     assert message.group(2).endswith(f"ckpt-{step}")
     assert stopped["checkpoint state"] == step  # the newest checkpoint: the stop's

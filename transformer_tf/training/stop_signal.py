@@ -1,7 +1,7 @@
 """A run stopped with SIGTERM or Ctrl-C ends on a step and saves it.
 
-Schedulers preempt a job with SIGTERM (Kubernetes, SLURM, a spot instance's notice), and
-a user stops a run with Ctrl-C. By default either ends the process mid-step: the steps
+Schedulers stop or preempt a job with SIGTERM (Kubernetes, SLURM, a machine shutting
+down), and a user stops a run with Ctrl-C. By default either ends the process mid-step: the steps
 since the last periodic checkpoint (10 minutes of training by default) are lost. While
 `listening()` holds, the first SIGTERM or SIGINT is only noted; the `StopOnSignal`
 callback then raises `StopRequested` at the end of the current step (or of the
