@@ -140,8 +140,9 @@ def _differences(recorded: dict, wanted: dict) -> str:
     EXTENSIBLE one only grew)."""
     def same(key):
         was, now = recorded.get(key), wanted.get(key)
-        if key in EXTENSIBLE:
-            was, now = was or [], (now or [])[:len(was or [])]
+        if key in EXTENSIBLE:  # grown: the recorded list begins the wanted one
+            was = was or []
+            now = (now or [])[:len(was)]
         return was == now
 
     changed = sorted(k for k in set(wanted) | set(recorded) if not same(k))
