@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import signal
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from transformer_tf.rundir import checkpoints
+from transformer_tf.training.callbacks import StopOnNaN
 from transformer_tf.training.trainer import Seq2SeqTrainer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -35,18 +37,26 @@ def poisoned_loss(monkeypatch):
     monkeypatch.setattr(Seq2SeqTrainer, "_forward_and_sums", forward_and_sums)
 
 
-def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_multi30k, tmp_path, capsys,
-                                                           poisoned_loss, gc_frozen):
+def train_script():
     spec = importlib.util.spec_from_file_location("train_script", REPO / "scripts" / "train.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    model_dir = tmp_path / "model"
+    return script
+
+
+def train_until_it_diverges(data_dir, model_dir, gc_frozen) -> int:
     with gc_frozen():
-        code = script.main([
-            "--data", str(tiny_multi30k.directory), "--preset", "tiny",
+        return train_script().main([
+            "--data", str(data_dir), "--preset", "tiny",
             "--model-dir", str(model_dir), "--max-steps", "30", "--eval-every", "30",
             "--log-every", "5", "--training-option", "checkpoint_every_minutes=0.0001",
             "--quiet", "--model-option", "num_layers=1", "--validation-sentences", "0"])
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_multi30k, tmp_path, capsys,
+                                                           poisoned_loss, gc_frozen):
+    model_dir = tmp_path / "model"
+    code = train_until_it_diverges(tiny_multi30k.directory, model_dir, gc_frozen)
     out, err = capsys.readouterr()
     bad_step = NAN_FROM + 1
     assert code == 2
@@ -63,3 +73,23 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tiny_multi30k, tmp_pa
     assert len(values) > 40
     assert all(np.isfinite(v).all() for v in values if np.issubdtype(v.dtype, np.floating))
     assert reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == NAN_FROM
+
+
+def test_a_stop_at_the_step_that_diverged_reports_the_divergence(
+        tiny_multi30k, tmp_path, capsys, poisoned_loss, gc_frozen, monkeypatch):
+    """SIGTERM delivered as the NaN is found: the run must not say it saved that step."""
+    seen_nan = StopOnNaN.on_train_batch_end
+
+    def and_a_signal(self, batch, logs=None):
+        seen_nan(self, batch, logs)
+        if self.nan_step is not None:
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(StopOnNaN, "on_train_batch_end", and_a_signal)
+    model_dir = tmp_path / "model"
+    code = train_until_it_diverges(tiny_multi30k.directory, model_dir, gc_frozen)
+    _, err = capsys.readouterr()
+    assert code == 2, err[-2000:]
+    assert f"the loss became NaN at step {NAN_FROM + 1}" in err
+    assert "stopped by SIGTERM" not in err
+    assert checkpoints.list_checkpoints(model_dir)[-1].endswith(f"ckpt-{NAN_FROM}")

@@ -605,9 +605,13 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
             if stop.received is not None:  # after the last step: the run is saved
                 raise StopRequested(stop.received)
         except StopRequested as stopped:
-            _save_if_started(checkpoint_callback)
-            stopped.saved(int(model.optimizer.iterations.numpy()), manager.latest_checkpoint)
-            raise
+            # A stop at the step that diverged reports the divergence (below): no checkpoint
+            # of this step is written, and the NaN, not the signal, is what the user must see.
+            if nan_stop.nan_step is None:
+                _save_if_started(checkpoint_callback)
+                stopped.saved(int(model.optimizer.iterations.numpy()),
+                              manager.latest_checkpoint)
+                raise
         except tf.errors.ResourceExhaustedError as error:
             raise _lower_budget(error, options, run, model_dir, strategy,
                                 int(model.optimizer.iterations.numpy()),
