@@ -11,6 +11,7 @@ import tensorflow as tf
 from transformer_tf.presets import get_preset
 from transformer_tf.rundir.checkpoints import TRAINED_SECONDS
 from transformer_tf.jobs.variation_rows import count_rows, define_rows, parameter_count
+from transformer_tf.jobs import variations
 from transformer_tf.jobs.variations import ROW_RESULT, StudyOptions, format_table, run_study
 
 
@@ -111,8 +112,11 @@ def _fake_result(row, steps):
             "target_tokens_per_second": 1000.0, "train_seconds": 1.0, "checkpoint": "x"}
 
 
-def test_study_resumes_without_retraining_finished_rows(tiny_multi30k, tmp_path):
+def test_study_resumes_without_retraining_finished_rows(tiny_multi30k, tmp_path, monkeypatch):
     trained, killed = [], {"at": "C: N=1"}
+    sittings = iter(["aaaaaaa", "bbbbbbb"])  # the commit HEAD is at in each sitting
+    monkeypatch.setattr(variations, "where_this_runs", lambda alongside: {
+        "trained_on": "M", "trained_at_commit": next(sittings)})
 
     def train_row(row, row_dir, options, minutes_left):
         if row.name == killed["at"]:
@@ -143,6 +147,11 @@ def test_study_resumes_without_retraining_finished_rows(tiny_multi30k, tmp_path)
     assert [name for name, _ in trained[1:]] == [
         "C: N=2", "C: N=4", "C: d_model=128", "C: d_model=512", "C: d_ff=512", "C: d_ff=2048"]
     assert len(results) == 12 and (tmp_path / "variations.md").exists()
+    # Each row says where it trained: the killed row in both sittings, by steps.
+    where = {r["row"]: (r["trained_on"], r["trained_at_commit"]) for r in results}
+    assert where["base"] == ("M", "aaaaaaa")
+    assert where["C: N=1"] == ("M", "aaaaaaa (steps 0-10); bbbbbbb (steps 10-100)")
+    assert where["C: N=2"] == ("M", "bbbbbbb")
     assert json.loads((tmp_path / "variations.json").read_text())["rows"][0]["row"] == "base"
     assert (tmp_path / "rows" / "base" / ROW_RESULT).exists()
 

@@ -62,3 +62,27 @@ def test_where_this_runs_records_the_company_only_when_given(monkeypatch):
     assert provenance.where_this_runs() == {"trained_on": "M", "trained_at_commit": "abc1234"}
     assert provenance.where_this_runs("X on core 1") == {
         "trained_on": "M", "trained_at_commit": "abc1234", "trained_alongside": "X on core 1"}
+
+
+def test_a_run_trained_over_several_sittings_says_where_each_part_ran(tmp_path):
+    here = {"trained_on": "M1", "trained_at_commit": "c3"}
+    # No sitting noted: where this process runs.
+    assert provenance.where_it_ran(tmp_path, here, 3000) == here
+    provenance.record_sitting(tmp_path, {"trained_on": "M1", "trained_at_commit": "c1"}, 0)
+    # Killed before its first checkpoint: the next sitting starts at step 0 again.
+    provenance.record_sitting(tmp_path, {"trained_on": "M1", "trained_at_commit": "c2",
+                                         "trained_alongside": "tests"}, 0)
+    provenance.record_sitting(tmp_path, {"trained_on": "M1", "trained_at_commit": "c3"}, 1250)
+    # Began where the run was already done (its scores only).
+    provenance.record_sitting(tmp_path, {"trained_on": "M2", "trained_at_commit": "c4"}, 3000)
+    assert provenance.where_it_ran(tmp_path, here, 3000) == {
+        "trained_on": "M1",
+        "trained_at_commit": "c2 (steps 0-1,250); c3 (steps 1,250-3,000)",
+        "trained_alongside": "tests (steps 0-1,250); not recorded (steps 1,250-3,000)"}
+
+
+def test_steps_before_the_first_noted_sitting_are_not_recorded(tmp_path):
+    provenance.record_sitting(tmp_path, {"trained_on": "M", "trained_at_commit": "c2"}, 1332)
+    assert provenance.where_it_ran(tmp_path, {}, 3000) == {
+        "trained_on": "not recorded (steps 0-1,332); M (steps 1,332-3,000)",
+        "trained_at_commit": "not recorded (steps 0-1,332); c2 (steps 1,332-3,000)"}

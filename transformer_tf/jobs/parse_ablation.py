@@ -52,6 +52,8 @@ from transformer_tf.runtime.provenance import (
     conditions_of,
     current_commit,
     machine_description,
+    record_sitting,
+    where_it_ran,
     where_this_runs,
 )
 from transformer_tf.presets import get_preset
@@ -322,13 +324,16 @@ def _score_row(row: AblationRow, model_dir: pathlib.Path, prepared,
 def _run_row(row: AblationRow, options: AblationOptions, trained: dict,
              here: dict) -> tuple[dict, list[str]]:
     """Train the row's model unless `trained` (model name -> TrainResult) has it, then
-    score the row: (its result with `here`, where it ran; the dev gold trees)."""
+    score the row: (its result with where it ran; the dev gold trees)."""
+    from transformer_tf.rundir import checkpoints
+
     work = pathlib.Path(options.work_dir)
     prepared = prepare_or_reuse(options.treebank_dir, work / f"data-{row.leaves}",
                                 options.vocab_size, options.subword, row.leaves)
     model_dir = work / row.model_name / "model"
     load = os.getloadavg()[0]  # other work on the machine shortens a time budget's steps
     if row.model_name not in trained:
+        record_sitting(model_dir.parent, here, checkpoints.resume_step(model_dir))
         trained[row.model_name] = _train_model(row, prepared.directory, model_dir, options)
         set_aside_live_objects()
     result = trained[row.model_name]
@@ -336,7 +341,8 @@ def _run_row(row: AblationRow, options: AblationOptions, trained: dict,
     set_aside_live_objects()
     return ({**planned_row(row), "status": "run", "steps": result.step,
              "train_minutes": round(result.trained_seconds / 60, 1),
-             "load_average_at_start": round(load, 2), **scores, **here},
+             "load_average_at_start": round(load, 2), **scores,
+             **where_it_ran(model_dir.parent, here, result.step)},
             read_lines(gold_path(prepared, "valid")))
 
 

@@ -37,6 +37,8 @@ from transformer_tf.runtime.provenance import (
     conditions_of,
     current_commit,
     machine_description,
+    record_sitting,
+    where_it_ran,
     where_this_runs,
 )
 from transformer_tf.rundir.logged_scalars import median_logged_scalar
@@ -357,6 +359,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     `score_run(model_dir, options)` -> {"test_bleu", "decoding"} default to real training
     and test scoring (tests pass fakes)."""
     from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.rundir import checkpoints
     from transformer_tf.rundir.model_dir import read_run_config
     from transformer_tf.rundir.validation_log import read_validation_log
     from transformer_tf.training.precision import resolve_precision
@@ -392,6 +395,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
         model_dir = run_directory(options.work_dir, arm, preset, seed)
         say(f"[{index}/{len(plan)}] {key}: training")
         load = os.getloadavg()[0]
+        record_sitting(model_dir, here, checkpoints.resume_step(model_dir))
         result = train_run(arm, preset, seed, options)
         set_aside_live_objects()  # runs train and trace in one process, one after another
         say(f"[{index}/{len(plan)}] {key}: decoding the test set")
@@ -411,7 +415,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
             "gflop_per_target_token": gflop,
             "dev_bleu_last": records[-1].dev_bleu if records else None,
             "dev_nll_last": records[-1].dev_nll if records else None,
-            **scores, **here,
+            **scores, **where_it_ran(model_dir, here, result.step),
             "curve": [list(point) for point in curve_points(
                 records, arm, pass_sizes[preset]["batches"])]}
         rows = _record_run(path, row, pass_sizes, options)

@@ -48,7 +48,12 @@ from transformer_tf.presets import get_preset
 from transformer_tf.rundir.lock import describe_holder, hold_run_if_free
 from transformer_tf.rundir.logged_scalars import median_logged_scalar
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
-from transformer_tf.runtime.provenance import conditions_of, where_this_runs
+from transformer_tf.runtime.provenance import (
+    conditions_of,
+    record_sitting,
+    where_it_ran,
+    where_this_runs,
+)
 from transformer_tf.training.rate_formula import peak_learning_rate, scale_for_peak
 
 RESULTS_JSON = "variations.json"
@@ -280,6 +285,7 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
         raise ValueError(f"{options.base_preset!r} is a {base.family} preset; the study varies "
                          "the Transformer")
     from transformer_tf.data.prepared_reader import load_prepared
+    from transformer_tf.rundir import checkpoints
 
     base_model, base_smoothing = base_of_study(options,
                                                load_prepared(options.data_dir).vocab_size)
@@ -324,11 +330,12 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
             say(f"[{index}/{len(rows)}] {row.name}: training ({plan})")
             started = time.monotonic()
             if minutes_left is None or minutes_left > 0:
+                record_sitting(row_dir, here, checkpoints.resume_step(row_dir / "model"))
                 train_row(row, row_dir, options, minutes_left)
             set_aside_live_objects()  # rows train and trace in one process, one after another
             say(f"[{index}/{len(rows)}] {row.name}: scoring on the dev set")
-            result = {**evaluate_row(row, row_dir, options, time.monotonic() - started),
-                      **here}
+            result = evaluate_row(row, row_dir, options, time.monotonic() - started)
+            result.update(where_it_ran(row_dir, here, result["steps"]))
             set_aside_live_objects()
             result_path.write_text(json.dumps(result, indent=2))
         _write_shared_tables(out, options, rows)

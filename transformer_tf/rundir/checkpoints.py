@@ -323,6 +323,15 @@ def newest_readable(model_dir) -> str:
     return good[-1]
 
 
+def resume_step(model_dir) -> int:
+    """The step a run in MDIR resumes from: its newest readable checkpoint's, 0 without
+    checkpoints (CheckpointError when none is readable, as for `newest_readable`)."""
+    try:
+        return checkpoint_step(newest_readable(model_dir))
+    except FileNotFoundError:
+        return 0
+
+
 def remove_interrupted_saves(model_dir) -> list[pathlib.Path]:
     """Deletes the `ckpt-<step>_temp/` directories that saves killed midway leave in
     MDIR/checkpoints and its best/ (call only while holding the run's lock); returns them."""

@@ -2,6 +2,7 @@
 and `commit` fields): the CPU it ran on and the commit of the code that ran."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -61,6 +62,57 @@ def where_this_runs(alongside: str | None = None) -> dict:
     if alongside:
         here["trained_alongside"] = alongside
     return here
+
+
+SITTINGS_FILE = "sittings.jsonl"
+
+
+def record_sitting(directory, here: dict, from_step: int) -> None:
+    """Note in DIRECTORY/sittings.jsonl that this process (`here`, from `where_this_runs`)
+    trains the run kept in `directory` on from step `from_step` (0: from the start). Call
+    it before training: a study's row stopped and resumed in other sittings, perhaps at
+    other commits or on another machine, then says where each part of it ran
+    (`where_it_ran`)."""
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / SITTINGS_FILE, "a", encoding="utf-8") as sittings:
+        sittings.write(json.dumps({"from_step": int(from_step), **here}) + "\n")
+
+
+def where_it_ran(directory, here: dict, last_step: int) -> dict:
+    """The WHERE_KEYS of the run in `directory`, trained up to `last_step` in the sittings
+    `record_sitting` noted (`here` when none was noted). A key on which every sitting
+    agrees keeps its one value; otherwise the value says each sitting's with the steps it
+    trained, e.g. "303939b (steps 0-1,250); ab4a924 (steps 1,250-3,000)", and steps before
+    the first noted sitting are "not recorded". Sittings that trained no step are left out
+    (with none left, `here`)."""
+    path = pathlib.Path(directory) / SITTINGS_FILE
+    noted = ([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+              if line.strip()] if path.exists() else [])
+    sittings = []
+    for sitting in sorted(noted, key=lambda s: s["from_step"]):
+        if sitting["from_step"] >= last_step:
+            continue  # began where the run was already done
+        if sittings and sittings[-1]["from_step"] == sitting["from_step"]:
+            sittings[-1] = sitting  # the earlier one saved no step
+        else:
+            sittings.append(sitting)
+    if not sittings:
+        return dict(here)
+    if sittings[0]["from_step"] > 0:
+        sittings.insert(0, {"from_step": 0})
+    where = {}
+    for key in WHERE_KEYS:
+        values = [sitting.get(key) for sitting in sittings]
+        if len(set(values)) == 1:
+            if values[0] is not None:
+                where[key] = values[0]
+            continue
+        ends = [sitting["from_step"] for sitting in sittings[1:]] + [last_step]
+        where[key] = "; ".join(
+            f"{value or 'not recorded'} (steps {sitting['from_step']:,}-{end:,})"
+            for value, sitting, end in zip(values, sittings, ends))
+    return where
 
 
 def _rows_by(rows: list[dict], key: str, name_key: str, missing: str) -> dict[str, list[str]]:
