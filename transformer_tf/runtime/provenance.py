@@ -83,7 +83,7 @@ def where_it_ran(directory, here: dict, last_step: int) -> dict:
     """The WHERE_KEYS of the run in `directory`, trained up to `last_step` in the sittings
     `record_sitting` noted (`here` when none was noted). A key on which every sitting
     agrees keeps its one value; otherwise the value says each sitting's with the steps it
-    trained, e.g. "303939b (steps 0-1,250); ab4a924 (steps 1,250-3,000)", and steps before
+    trained, e.g. "1a2b3c4 (steps 0-1,250); 5d6e7f8 (steps 1,250-3,000)", and steps before
     the first noted sitting are "not recorded". Sittings that trained no step are left out
     (with none left, `here`)."""
     path = pathlib.Path(directory) / SITTINGS_FILE
