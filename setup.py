@@ -86,5 +86,5 @@ setup(
                     "serving": SERVING, "ctranslate2": CTRANSLATE2, "viz": VIZ,
                     "parsing": PARSING, "docs": DOCS},
     entry_points={"console_scripts": [
-        f"{command} = transformer_tf.cli.{module}:main" for command, module in COMMANDS.items()]},
+        f"{command} = transformer_tf.cli.launch:{module}" for command, module in COMMANDS.items()]},
 )

@@ -22,13 +22,13 @@ A smoke test of the whole path (minutes):
 """
 import argparse
 import logging
-import sys
 
 import common
 import model_flops
 
 from transformer_tf.cli.arguments import command_as_run, positive_float, positive_int
 from transformer_tf.cli.errors import run_command
+from transformer_tf.cli.launch import end_process
 from transformer_tf.cli.flags import add_flag
 from transformer_tf.runtime import console
 from transformer_tf.runtime.training_process import prepare_for_training
@@ -110,4 +110,4 @@ def _run(args, command) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_process(main())

@@ -1,8 +1,7 @@
 #!/usr/bin/env python
 """Runs `transformer_tf.cli.parse_job` (also installed as the command transformer-tf-parse-job); see --help."""
-import sys
-
+from transformer_tf.cli.launch import end_process
 from transformer_tf.cli.parse_job import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_process(main())

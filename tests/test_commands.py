@@ -43,7 +43,7 @@ def answer(call, argv0, flag):
 report = {"commands": {}, "scripts": {}}
 for ep in dist.entry_points.select(group="console_scripts"):
     main = ep.load()
-    module = ep.value.split(":")[0].rsplit(".", 1)[1]
+    module = ep.value.split(":")[1]  # transformer_tf.cli.launch:<module>
     script = str(scripts / f"{module}.py")
     for flag in ("--help", "--version"):
         report["commands"][f"{ep.name} {flag}"] = answer(lambda: main(), ep.name, flag)
@@ -68,9 +68,9 @@ def test_every_command_is_declared(entry_points):
 def test_scripts_run_the_same_functions(entry_points):
     _, points = entry_points
     for ep in points:
-        module = ep.value.split(":")[0].rsplit(".", 1)[1]
+        module = ep.value.split(":")[1]  # transformer_tf.cli.launch:<module>
         wrapper = runpy.run_path(str(REPO / "scripts" / f"{module}.py"), run_name="wrapper")
-        assert wrapper["main"] is ep.load(), ep.name
+        assert wrapper["main"] is ep.load().main, ep.name
 
 
 def test_every_command_answers_help_and_version_without_tensorflow(entry_points):
