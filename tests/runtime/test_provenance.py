@@ -86,3 +86,14 @@ def test_steps_before_the_first_noted_sitting_are_not_recorded(tmp_path):
     assert provenance.where_it_ran(tmp_path, {}, 3000) == {
         "trained_on": "not recorded (steps 0-1,332); M (steps 1,332-3,000)",
         "trained_at_commit": "not recorded (steps 0-1,332); c2 (steps 1,332-3,000)"}
+
+
+def test_a_resume_from_an_older_checkpoint_replaces_the_steps_after_it(tmp_path):
+    # c1 trains 0-2,000; c2 resumes at 2,000, its newest checkpoint is damaged; c3 resumes
+    # from the older ckpt-1500 and trains to 3,000: the run is c1's up to 1,500, then c3's.
+    for commit, step in (("c1", 0), ("c2", 2000), ("c3", 1500)):
+        provenance.record_sitting(tmp_path, {"trained_on": "M", "trained_at_commit": commit},
+                                  step)
+    assert provenance.where_it_ran(tmp_path, {}, 3000) == {
+        "trained_on": "M",
+        "trained_at_commit": "c1 (steps 0-1,500); c3 (steps 1,500-3,000)"}

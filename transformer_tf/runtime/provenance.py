@@ -85,18 +85,19 @@ def where_it_ran(directory, here: dict, last_step: int) -> dict:
     agrees keeps its one value; otherwise the value says each sitting's with the steps it
     trained, e.g. "1a2b3c4 (steps 0-1,250); 5d6e7f8 (steps 1,250-3,000)", and steps before
     the first noted sitting are "not recorded". Sittings that trained no step are left out
-    (with none left, `here`)."""
+    (with none left, `here`). A sitting that resumed from an older checkpoint than the
+    newest (which was damaged) retrained the steps after it: the earlier sittings' work
+    from there on is not in the run."""
     path = pathlib.Path(directory) / SITTINGS_FILE
     noted = ([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
               if line.strip()] if path.exists() else [])
-    sittings = []
-    for sitting in sorted(noted, key=lambda s: s["from_step"]):
+    sittings = []  # the run's history: from_step increasing, each to the next's
+    for sitting in noted:  # in the order they ran
         if sitting["from_step"] >= last_step:
             continue  # began where the run was already done
-        if sittings and sittings[-1]["from_step"] == sitting["from_step"]:
-            sittings[-1] = sitting  # the earlier one saved no step
-        else:
-            sittings.append(sitting)
+        while sittings and sittings[-1]["from_step"] >= sitting["from_step"]:
+            sittings.pop()  # its steps from here on were trained again (or none saved)
+        sittings.append(sitting)
     if not sittings:
         return dict(here)
     if sittings[0]["from_step"] > 0:
