@@ -130,7 +130,7 @@ def test_study_resumes_without_retraining_finished_rows(tiny_multi30k, tmp_path,
             raise KeyboardInterrupt  # killed mid-row
         trained.append((row.name, minutes_left))
 
-    def evaluate_row(row, row_dir, options, seconds):
+    def evaluate_row(row, row_dir, options):
         return _fake_result(row, 100)
 
     options = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path),
@@ -154,6 +154,35 @@ def test_study_resumes_without_retraining_finished_rows(tiny_multi30k, tmp_path,
     assert where["C: N=2"] == ("M", "bbbbbbb")
     assert json.loads((tmp_path / "variations.json").read_text())["rows"][0]["row"] == "base"
     assert (tmp_path / "rows" / "base" / ROW_RESULT).exists()
+
+
+def test_a_resumed_rows_training_time_counts_every_sitting(tmp_path, monkeypatch):
+    """train_seconds is the training time the scored checkpoint records: 180 s before a
+    kill and 120 s after the resume are 300 s, not the 120 s of the last sitting."""
+    import transformer_tf.data.prepared_reader as prepared_reader
+    import transformer_tf.inference.loading as loading
+    import transformer_tf.inference.selection as selection
+    from transformer_tf.config import DecodingConfig
+
+    model_dir = tmp_path / "rows" / "C_N=2" / "model"
+    seconds = tf.Variable(0.0, dtype=tf.float64)
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(**{TRAINED_SECONDS: seconds}), str(model_dir / "checkpoints"),
+        max_to_keep=2, checkpoint_name="ckpt")
+    for step, trained in ((10, 180.0), (30, 300.0)):  # the first sitting, then the second
+        seconds.assign(trained)
+        manager.save(checkpoint_number=step)
+    monkeypatch.setattr(prepared_reader, "load_prepared", lambda directory: None)
+    monkeypatch.setattr(loading, "source_decoding", lambda model_dir: DecodingConfig())
+    monkeypatch.setattr(selection, "score_on_dev", lambda name, model_dir, checkpoint, *rest:
+                        selection.DevScore(name, str(checkpoint), nll=1.0, bleu=30.0))
+    row = next(r for r in define_rows(get_preset("multi30k").model, 0.1, ("C",))
+               if r.name == "C: N=2")
+    options = StudyOptions(data_dir="unused", out_dir=str(tmp_path), base_preset="multi30k",
+                           groups=("C",), max_steps=30)
+    result = variations._evaluate_row(row, model_dir.parent, options)
+    assert result["steps"] == 30 and result["checkpoint"].endswith("ckpt-30")
+    assert result["train_seconds"] == 300.0
 
 
 def test_table_writer_lays_out_the_papers_columns():
@@ -180,7 +209,7 @@ def test_base_changes_shape_every_row_and_reach_its_training(tiny_multi30k, tmp_
         groups=("C", "D"), max_steps=5,
         model_overrides={"d_model": 128, "key_dim": 32, "value_dim": 32},
         training_overrides={"tokens_per_batch": 1024, "label_smoothing": 0.2})
-    run_study(options, evaluate_row=lambda row, row_dir, o, s: _fake_result(row, 5),
+    run_study(options, evaluate_row=lambda row, row_dir, o: _fake_result(row, 5),
               say=lambda message: None)
     # The rows are derived from the changed base (multi30k: 4 heads, d_model 256 -> 128).
     assert seen["base"].model_overrides["d_model"] == 128
@@ -263,7 +292,7 @@ def test_a_study_continues_elsewhere_from_its_results_file(tiny_multi30k, tmp_pa
         if row.name == "E: learned positions":
             raise KeyboardInterrupt  # the first sitting ends before the last row
 
-    def evaluate_row(row, row_dir, options, seconds):
+    def evaluate_row(row, row_dir, options):
         return _fake_result(row, 5)
 
     first = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path / "a"),

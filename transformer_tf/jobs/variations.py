@@ -27,7 +27,6 @@ import dataclasses
 import json
 import math
 import pathlib
-import time
 from typing import Callable
 
 from transformer_tf.config import ModelConfig
@@ -241,7 +240,7 @@ def _train_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, minutes_l
         eval_every=options.eval_every, precision=options.precision, verbose=options.verbose))
 
 
-def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, seconds: float):
+def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions):
     from transformer_tf.data.prepared_reader import load_prepared
     from transformer_tf.inference.loading import source_decoding
     from transformer_tf.inference.selection import score_on_dev
@@ -262,7 +261,9 @@ def _evaluate_row(row: Row, row_dir: pathlib.Path, options: StudyOptions, second
                 [(r.step, r.dev_nll) for r in records]),
             "label_smoothing": row.label_smoothing, "parameters": parameter_count(row.model),
             "steps": steps, "dev_perplexity": perplexity(score.nll), "dev_bleu": score.bleu,
-            "target_tokens_per_second": tokens_per_s, "train_seconds": round(seconds, 1),
+            "target_tokens_per_second": tokens_per_s,
+            # Over every sitting, up to the checkpoint scored: a resumed row's too.
+            "train_seconds": round(checkpoints.trained_seconds(latest), 1),
             "checkpoint": score.checkpoint}
 
 
@@ -274,7 +275,7 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
     from the rows finished before.
 
     `train_row(row, row_dir, options, minutes_left)` and `evaluate_row(row, row_dir,
-    options, seconds)` default to the real training and dev scoring (tests pass fakes).
+    options)` default to the real training and dev scoring (tests pass fakes).
     """
     if (options.budget_minutes is None) == (options.max_steps is None):
         raise ValueError("give exactly one of budget_minutes and max_steps")
@@ -328,13 +329,12 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
             plan = (f"{minutes_left:.1f} of {options.budget_minutes:g} min left"
                     if minutes_left is not None else f"{options.max_steps} steps")
             say(f"[{index}/{len(rows)}] {row.name}: training ({plan})")
-            started = time.monotonic()
             if minutes_left is None or minutes_left > 0:
                 record_sitting(row_dir, here, checkpoints.resume_step(row_dir / "model"))
                 train_row(row, row_dir, options, minutes_left)
             set_aside_live_objects()  # rows train and trace in one process, one after another
             say(f"[{index}/{len(rows)}] {row.name}: scoring on the dev set")
-            result = evaluate_row(row, row_dir, options, time.monotonic() - started)
+            result = evaluate_row(row, row_dir, options)
             result.update(where_it_ran(row_dir, here, result["steps"]))
             set_aside_live_objects()
             result_path.write_text(json.dumps(result, indent=2))
