@@ -7,6 +7,10 @@ minutes and passes); the results file has test BLEU, training FLOPs and tokens/s
 are rewritten after each finished run; run the same command again to resume a killed
 study. See transformer_tf/jobs/table2_study.py.
 
+Both families train in the precision the main job picks (--precision auto: mixed_bfloat16
+on a CPU with native bfloat16, float32 on others), resolved once and recorded: a study
+resumed where it resolves otherwise is refused, as its time arm would not compare.
+
 The study (8 runs; about 13 hours on a quiet 2-core AVX2 CPU, docs/convs2s.md):
   python bench/table2_study.py --data runs/multi30k_en_de/data --work-dir runs/table2
 The same study in about half the time, one process per family, each on its own core
@@ -29,7 +33,7 @@ import model_flops
 from transformer_tf.cli.arguments import command_as_run, positive_float, positive_int
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.launch import end_process
-from transformer_tf.cli.flags import add_flag
+from transformer_tf.cli.flags import add_flag, add_precision_flag
 from transformer_tf.runtime import console
 from transformer_tf.runtime.training_process import prepare_for_training
 
@@ -51,8 +55,10 @@ def main(argv=None) -> int:
     parser.add_argument("--data", required=True,
                         help="prepared data directory (scripts/prepare_data.py)")
     parser.add_argument("--work-dir", required=True, help="where the runs' model directories go")
-    parser.add_argument("--results", default="results/table2/budget-fair-avx2.json",
-                        help="results file, rewritten after every finished run")
+    parser.add_argument("--results",
+                        help="results file, rewritten after every finished run (default "
+                             "results/table2/budget-fair-<CPU kind>.json, e.g. "
+                             "budget-fair-avx2.json)")
     parser.add_argument("--figure", default="docs/table2_curves.png",
                         help="PNG of dev BLEU during training, rewritten with the results")
     parser.add_argument("--presets", nargs=2, default=["multi30k", "convs2s_multi30k"],
@@ -77,6 +83,7 @@ def main(argv=None) -> int:
                         help="train only this family's runs: two processes, one per family, "
                              "each pinned to its own core (taskset), with --threads 1, share "
                              "the work directory and the results file")
+    add_precision_flag(parser)
     add_flag(parser, "alongside")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     console.add_verbose_flag(parser)
@@ -92,20 +99,24 @@ def main(argv=None) -> int:
 def _run(args, command) -> int:
     from transformer_tf.jobs.table2_study import Table2Options, run_table2_study
     from transformer_tf.presets import get_preset
+    from transformer_tf.runtime.cpu import cpu_kind, read_cpu_flags
+    from transformer_tf.training.precision import resolve_precision
 
+    results = args.results or (
+        f"results/table2/budget-fair-{cpu_kind(read_cpu_flags()).lower().replace('-', '')}.json")
     options = Table2Options(
-        data_dir=args.data, work_dir=args.work_dir, results=args.results, figure=args.figure,
+        data_dir=args.data, work_dir=args.work_dir, results=results, figure=args.figure,
         presets=tuple(args.presets), arms=tuple(args.arms), minutes=args.minutes,
         passes=args.passes, seeds=tuple(args.seeds), eval_every=args.eval_every,
         validation_sentences=args.validation_sentences, test_limit=args.test_limit,
         command=command, verbose=0 if args.quiet else 1, threads=args.threads,
-        alongside=args.alongside,
+        alongside=args.alongside, precision=resolve_precision(args.precision)[0],
         train_only=None if args.train_only is None else tuple(
             p for p in args.presets if get_preset(p).family == args.train_only))
     # A results file of other settings (StudyMismatch) or a wrong preset is a ValueError:
     # run_command reports it as "error: ..." with exit status 2.
     document = run_table2_study(options, flops_per_target_token=flops_per_target_token)
-    print(f"{args.results}: {document['headline'].format(**document['values'])}")
+    print(f"{results}: {document['headline'].format(**document['values'])}")
     return 0
 
 

@@ -226,3 +226,44 @@ def test_two_processes_share_the_file_and_a_fresh_clone_continues(tmp_path, tiny
     assert again.trained == [] and len(document["rows"]) == 2
     study.draw_figure(document["rows"], fresh)
     assert (tmp_path / "fresh.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+SCRIPT_OPTIONS = r"""
+import json, sys
+sys.path.insert(0, "bench")
+import table2_study as script
+from transformer_tf.jobs import table2_study as study
+
+def record(options, **_):
+    print("OPTIONS " + json.dumps({"precision": options.precision,
+                                   "results": options.results}))
+    return {"headline": "", "values": {}}
+
+study.run_table2_study = record
+script.main(["--data", "d", "--work-dir", "w", "--quiet", *sys.argv[1:]])
+"""
+
+
+@pytest.mark.parametrize("flags", [[], ["--precision", "float32"]])
+def test_the_script_records_the_precision_it_resolved_and_names_the_cpu_kind(flags):
+    """`auto` is resolved before the study records it (a resume elsewhere that resolves
+    otherwise is then refused); the default results file is named by the CPU's kind."""
+    import pathlib
+    import subprocess
+    import sys
+
+    from transformer_tf.runtime.cpu import cpu_kind, has_native_bfloat16, read_cpu_flags
+
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", SCRIPT_OPTIONS, *flags], cwd=repo,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("OPTIONS "))
+    options = json.loads(line.removeprefix("OPTIONS "))
+    flags_here = read_cpu_flags()
+    expected = ("float32" if flags or not has_native_bfloat16(flags_here)
+                else "mixed_bfloat16")
+    assert options["precision"] == expected
+    kind = {"AVX512-BF16": "avx512bf16", "AVX2": "avx2", "AMX": "amx",
+            "AVX-512": "avx512", "other": "other"}[cpu_kind(flags_here)]
+    assert options["results"] == f"results/table2/budget-fair-{kind}.json"
