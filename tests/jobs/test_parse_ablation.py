@@ -175,3 +175,25 @@ def test_every_row_trains_on_the_samples_schedule(treebank, tmp_path, monkeypatc
         "max_length": cpu.max_length, "checkpoint_every_minutes": cpu.checkpoint_every_minutes,
         "keep_checkpoints": cpu.keep_checkpoints, "average_last": cpu.average_last}
     assert train_options.model_overrides["source_cursor"] is False
+
+
+def test_the_study_knows_its_treebank_by_content_not_by_path(treebank, tmp_path):
+    """A results file names no machine's paths: the same treebank copied elsewhere resumes
+    the study; a copy with one file changed is another treebank, refused."""
+    copy = tmp_path / "elsewhere" / treebank.name
+    copy.mkdir(parents=True)
+    for path in treebank.glob("*.mrg"):
+        (copy / path.name).write_bytes(path.read_bytes())
+    recorded = _options(treebank, tmp_path).defining_fields()
+    assert recorded == _options(copy, tmp_path).defining_fields()
+    assert str(tmp_path) not in json.dumps(recorded)
+    assert recorded["treebank"].startswith(f"{treebank.name}: 14 .mrg files, sha256 ")
+
+    document = write_plan(_options(treebank, tmp_path))
+    document["rows"][0].update(status="finished", dev_f1=50.0)  # the study has begun
+    (tmp_path / "ablation.json").write_text(json.dumps(document))
+    write_plan(_options(copy, tmp_path))  # resumes: the same treebank
+    changed = copy / "wsj_0001.mrg"
+    changed.write_bytes(changed.read_bytes() + b"\n")
+    with pytest.raises(AblationMismatch, match="other settings"):
+        write_plan(_options(copy, tmp_path))

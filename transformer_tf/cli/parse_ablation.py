@@ -99,6 +99,7 @@ def _run(parser, args, command) -> int:
         run_ablation,
         write_plan,
     )
+    from transformer_tf.training.precision import resolve_precision
 
     options = AblationOptions(
         treebank_dir=treebank, work_dir=args.work_dir, results=results,
@@ -106,7 +107,8 @@ def _run(parser, args, command) -> int:
         max_steps=args.max_steps, eval_every=args.eval_every,
         model_overrides=model_overrides, training_overrides=training_overrides,
         beam_size=args.beam_size, max_extra_length=args.max_extra_length,
-        precision=args.precision, command=command, verbose=0 if args.quiet else 1,
+        # Resolved before the study records it: the rows' time budget depends on it.
+        precision=resolve_precision(args.precision)[0], command=command, verbose=0 if args.quiet else 1,
         alongside=args.alongside)
     document = write_plan(options) if args.plan_only else run_ablation(options)
     print(f"{results}: {document['headline'].format(**document['values'])}")

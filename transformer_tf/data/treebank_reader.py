@@ -27,6 +27,7 @@ train wsj_0001-0169 (3,501 sentences), valid wsj_0170-0184 (217), test wsj_0185-
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from pathlib import Path
 from typing import Iterator, Union
@@ -190,6 +191,19 @@ def find_mrg_files(directory) -> list[Path]:
     if not files:
         raise TreebankError(f"{directory}: no .mrg files found")
     return files
+
+
+def treebank_identity(directory) -> str:
+    """What a treebank is, wherever it lies: "<directory name>: N .mrg files, sha256
+    <12 hex digits>" of their paths under `directory` and contents, so that a study
+    recorded on one machine is recognised in a copy elsewhere, and a changed file is not."""
+    directory = Path(directory)
+    files = find_mrg_files(directory)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return f"{directory.name}: {len(files)} .mrg files, sha256 {digest.hexdigest()[:12]}"
 
 
 def _section(path: Path) -> int | None:

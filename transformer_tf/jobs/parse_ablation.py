@@ -39,6 +39,7 @@ import json
 import os
 import pathlib
 
+from transformer_tf.data.treebank_reader import treebank_identity
 from transformer_tf.data.treebank_to_prepared import gold_path
 from transformer_tf.evaluation.evalb import evalb
 from transformer_tf.evaluation.paired_bootstrap import paired_bootstrap
@@ -156,8 +157,10 @@ class AblationOptions:
     alongside: str | None = None
 
     def defining_fields(self) -> dict:
-        """What the rows depend on: a results file of other settings is not resumed."""
-        return {"treebank": str(pathlib.Path(self.treebank_dir).resolve()),
+        """What the rows depend on: a results file of other settings is not resumed. (The
+        treebank by its contents, not its path: a committed file must not name one
+        machine's paths.)"""
+        return {"treebank": treebank_identity(self.treebank_dir),
                 "vocab_size": self.vocab_size, "subword": self.subword,
                 "train_minutes": self.train_minutes, "max_steps": self.max_steps,
                 "model_overrides": dict(self.model_overrides),
