@@ -157,6 +157,26 @@ def test_a_results_file_of_other_settings_is_not_resumed(tmp_path):
         study.run_recipe_study(other, fakes.train, fakes.score, say=lambda _: None)
 
 
+def test_a_study_resumes_from_another_checkout_given_the_same_data_path(tmp_path,
+                                                                       monkeypatch):
+    """The data directory is recorded as given (relative to where the command runs), not
+    resolved: the committed file names no machine's path, and a fresh clone elsewhere
+    continues it with the documented command."""
+    here, there = tmp_path / "clone1", tmp_path / "clone2"
+    for clone in (here, there):
+        (clone / "runs" / "data").mkdir(parents=True)
+    results = str(tmp_path / "recipe_study.json")
+    options = study.RecipeStudyOptions(data_dir="runs/data", work_dir="runs/recipe",
+                                       results=results, steps=(1000,), seeds=(1,))
+    monkeypatch.chdir(here)
+    fakes = Fakes(options)
+    study.run_recipe_study(options, fakes.train, fakes.score, say=lambda _: None)
+    recorded = json.loads(pathlib.Path(results).read_text())["study"]
+    assert recorded["data_dir"] == "runs/data"
+    monkeypatch.chdir(there)
+    study.run_recipe_study(options, fakes.train, fakes.score, say=lambda _: None)
+
+
 def test_arms_can_be_chosen_and_unknown_ones_are_refused(tmp_path):
     options = _options(tmp_path, steps=(1000,), seeds=(1,), arms=("preset", "planned"))
     fakes = Fakes(options)

@@ -71,11 +71,13 @@ def main(argv=None) -> int:
 
 def _run(args, command) -> int:
     from transformer_tf.jobs.recipe_study import RecipeStudyOptions, run_recipe_study
+    from transformer_tf.training.precision import resolve_precision
 
     document = run_recipe_study(RecipeStudyOptions(
         data_dir=args.data, work_dir=args.work_dir, results=args.results, preset=args.preset,
         arms=tuple(args.arms), steps=tuple(args.steps), seeds=tuple(args.seeds),
-        eval_every=args.eval_every, precision=args.precision, dev_limit=args.dev_limit,
+        eval_every=args.eval_every, dev_limit=args.dev_limit,
+        precision=resolve_precision(args.precision)[0],  # recorded as it resolved here
         command=command,
         verbose=0 if args.quiet else 1))
     print(f"{args.results}: {document['headline'].format(**document['values'])}")

@@ -125,8 +125,9 @@ class RecipeStudyOptions:
     verbose: int = 1
 
     def defining_fields(self) -> dict:
-        """What the rows depend on: a results file of other settings is not resumed."""
-        return {"data_dir": str(pathlib.Path(self.data_dir).resolve()), "preset": self.preset,
+        """What the rows depend on: a results file of other settings is not resumed. (The
+        data directory as given: a committed file must not name one machine's paths.)"""
+        return {"data_dir": str(self.data_dir), "preset": self.preset,
                 "precision": self.precision, "dev_limit": self.dev_limit,
                 "beam_size": self.beam_size, "alpha": self.alpha}
 
