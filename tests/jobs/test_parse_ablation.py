@@ -179,7 +179,8 @@ def test_every_row_trains_on_the_samples_schedule(treebank, tmp_path, monkeypatc
 
 def test_the_study_knows_its_treebank_by_content_not_by_path(treebank, tmp_path):
     """A results file names no machine's paths: the same treebank copied elsewhere resumes
-    the study; a copy with one file changed is another treebank, refused."""
+    the study (a rewrite of its tables keeps the command that trained its rows); a copy
+    with one file changed is another treebank, refused."""
     copy = tmp_path / "elsewhere" / treebank.name
     copy.mkdir(parents=True)
     for path in treebank.glob("*.mrg"):
@@ -192,7 +193,10 @@ def test_the_study_knows_its_treebank_by_content_not_by_path(treebank, tmp_path)
     document = write_plan(_options(treebank, tmp_path))
     document["rows"][0].update(status="finished", dev_f1=50.0)  # the study has begun
     (tmp_path / "ablation.json").write_text(json.dumps(document))
-    write_plan(_options(copy, tmp_path))  # resumes: the same treebank
+    # Resumes (the same treebank); a --plan-only rewrite keeps the command that trained.
+    kept = write_plan(_options(copy, tmp_path, command="python scripts/parse_ablation.py "
+                                                       "--plan-only"))
+    assert kept["command"] == document["command"]
     changed = copy / "wsj_0001.mrg"
     changed.write_bytes(changed.read_bytes() + b"\n")
     with pytest.raises(AblationMismatch, match="other settings"):

@@ -262,7 +262,7 @@ def _read_finished(path: pathlib.Path, options: AblationOptions) -> tuple[dict, 
     if recorded != json.loads(json.dumps(options.defining_fields())):
         raise AblationMismatch(f"{path}: holds an ablation of other settings ({recorded}); "
                                "give another --results, or the same settings to resume it")
-    return finished, {k: document[k] for k in ("commit", "machine", "date")}
+    return finished, {k: document[k] for k in ("commit", "machine", "date", "command")}
 
 
 def _write(path: pathlib.Path, document: dict) -> None:
@@ -271,9 +271,12 @@ def _write(path: pathlib.Path, document: dict) -> None:
 
 
 def write_plan(options: AblationOptions) -> dict:
-    """Write the results file with every row not run yet (or keep a started one)."""
+    """Write the results file with every row not run yet (or keep a started one, with the
+    command that trained its rows)."""
     path = pathlib.Path(options.results)
     finished, started = _read_finished(path, options)
+    if finished:
+        options = dataclasses.replace(options, command=started["command"])
     document = results_document(finished, options, started)
     _write(path, document)
     return document
