@@ -6,7 +6,7 @@ setup.py installs them as console entry points (`transformer-tf-prepare` -> prep
 translate, `-score` -> score, `-evaluate` -> evaluate, `-main` -> main_job, `-variations` -> variations,
 `-attention` -> attention, `-parse-job` -> parse_job, `-parse` -> parse, `-evalb` -> evalb);
 scripts/<module>.py are thin wrappers over the same functions. Both end the process
-through `launch.end_process` (at once, without Python's slow teardown). A command parses its
-arguments before importing TensorFlow (so --help answers at once) and runs inside
+through `launch.end_process` (at once, without Python's slow teardown). A command parses
+its arguments before importing TensorFlow (so --help answers at once) and runs inside
 `transformer_tf.runtime.console.session` (a quiet console unless --verbose).
 """

@@ -108,7 +108,8 @@ def _run(parser, args, command) -> int:
         model_overrides=model_overrides, training_overrides=training_overrides,
         beam_size=args.beam_size, max_extra_length=args.max_extra_length,
         # Resolved before the study records it: the rows' time budget depends on it.
-        precision=resolve_precision(args.precision)[0], command=command, verbose=0 if args.quiet else 1,
+        precision=resolve_precision(args.precision)[0], command=command,
+        verbose=0 if args.quiet else 1,
         alongside=args.alongside)
     document = write_plan(options) if args.plan_only else run_ablation(options)
     print(f"{results}: {document['headline'].format(**document['values'])}")
