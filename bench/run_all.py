@@ -741,6 +741,20 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
         entry["same_outputs_as_float32"] = same_outputs(
             "serving_savedmodel_bf16", "serving_savedmodel", batch)
         benchmarks[f"serving_multi30k_beam4_batch{batch}_bf16_vs_float32"] = entry
+    # bfloat16 in lanes of one thread against float32 in the same lanes: one thread's
+    # bfloat16 products gain more over float32 than two threads' do.
+    bf16_lanes, bf16_lanes_error = serve("serving_savedmodel_bf16_lanes", "savedmodel",
+                                         prepared["savedmodel_bf16_lanes"], *in_lanes)
+    float32_lanes, float32_lanes_error = variants["lanes"]
+    for batch in (1, 8, 64):
+        entry = _precision_entry(_run_where(bf16_lanes, batch=batch), bf16_lanes_error,
+                                 _run_where(float32_lanes, batch=batch), float32_lanes_error,
+                                 "our float32 export in the same lanes",
+                                 "like with like: our two precisions, both in lanes",
+                                 "bfloat16", prepared, TARGETS["serving_bf16_vs_float32"])
+        entry["same_outputs_as_float32"] = same_outputs(
+            "serving_savedmodel_bf16_lanes", "serving_savedmodel_lanes", batch)
+        benchmarks[f"serving_multi30k_beam4_batch{batch}_bf16_lanes_vs_float32_lanes"] = entry
     flipped, _ = serve("serving_savedmodel_lanes_padding_flipped", "savedmodel",
                        prepared["savedmodel_lanes_padding_flipped"], *in_lanes)
     return _fast_paths(prepared, ours, {v: result for v, (result, _) in variants.items()},

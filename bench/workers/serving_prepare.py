@@ -76,8 +76,11 @@ def main(argv=None):
         "savedmodel_greedy_chunked_xla": {**greedy, **xla},
         # The bfloat16 export, against CTranslate2's bfloat16 compute types.
         "savedmodel_bf16": {**beam, **default},
+        # ... and with lanes (one thread each), against the float32 lanes export.
+        "savedmodel_bf16_lanes": {**beam, **default, **lanes},
     }
-    precisions = {"savedmodel_bf16": {"precision": "bfloat16", "force_precision": True}}
+    bfloat16 = {"precision": "bfloat16", "force_precision": True}
+    precisions = {"savedmodel_bf16": bfloat16, "savedmodel_bf16_lanes": bfloat16}
     run = source_decoding(model_dir=args.model_dir)
     paths = {name: str(export_model_dir(args.model_dir, out / name / "1", overwrite=True,
                                          decoding=run.with_overrides(**overrides),
