@@ -19,7 +19,9 @@ HEAVY = ("tensorflow", "keras", "tensorflow_text", "tensorflow_datasets", "tf_ke
 CHILD = textwrap.dedent(
     """
     import contextlib, importlib, io, json, runpy, sys
+    from transformer_tf.cli import launch
 
+    launch.end_process = sys.exit  # the script's exit, here an exception to catch
     script, hyp, ref = sys.argv[1:4]
     heavy = set(sys.argv[4].split(","))
     report = {"steps": {}, "outputs": {}}

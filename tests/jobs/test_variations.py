@@ -230,7 +230,7 @@ def test_a_study_refuses_to_resume_with_other_settings(tiny_multi30k, tmp_path):
     options = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path),
                            groups=("E",), max_steps=5)
     fake_train = lambda *args: None  # noqa: E731
-    fake_score = lambda row, row_dir, o, s: _fake_result(row, 5)  # noqa: E731
+    fake_score = lambda row, row_dir, o: _fake_result(row, 5)  # noqa: E731
     run_study(options, fake_train, fake_score, say=lambda message: None)
     run_study(options, fake_train, fake_score, say=lambda message: None)  # same: resumes
     changed = dataclasses.replace(options, max_steps=6,
@@ -398,7 +398,7 @@ def test_a_study_resumed_with_more_base_seeds_trains_only_them(tiny_multi30k, tm
     def study(**changes):
         return run_study(dataclasses.replace(options, **changes),
                          lambda row, *rest: trained.append(row.name),
-                         lambda row, row_dir, o, s: _fake_result(row, 5),
+                         lambda row, row_dir, o: _fake_result(row, 5),
                          say=lambda message: None)
 
     study()

@@ -58,6 +58,8 @@ def record(self, logs):
     return logs
 multi_worker_fit.MultiWorkerFitMixin.shape_logs_for_strategy = record
 
+from transformer_tf.cli import launch
+launch.end_process = sys.exit  # the script's exit: an exception here, the weights saved below
 sys.argv = list(argv)  # argv[0] is the script
 try:
     runpy.run_path(argv[0], run_name="__main__")
