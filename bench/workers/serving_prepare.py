@@ -15,7 +15,8 @@ DIR/ctranslate2 (scripts/export_ctranslate2.py's model), and DIR/savedmodel_gree
 DIR/savedmodel_greedy_lanes, DIR/savedmodel_greedy_chunked_xla and DIR/ctranslate2_greedy
 (beam 1, both engines), and DIR/savedmodel_bf16 (the default exported with --precision
 bfloat16, forced on a CPU without native bfloat16: there it measures TensorFlow's
-emulation), DIR/savedmodel_lanes_padding_flipped (the lanes export with the kernel
+emulation), DIR/savedmodel_bf16_lanes (the same in --lanes lanes, against
+DIR/savedmodel_lanes), DIR/savedmodel_lanes_padding_flipped (the lanes export with the kernel
 padding of layers/kernel_layout.py the other way round from this machine's default,
 "kernel_padding_default"), each as version 1 of its name (DIR/NAME/1, the layout the exports require).
 Prints their paths as JSON, with "ct2_compute_types" (what
