@@ -734,27 +734,24 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
             entry["peer_same_outputs_as_its_float32"] = same_outputs(
                 f"serving_ctranslate2_{compute_type}", "serving_ctranslate2", batch)
             benchmarks[f"serving_multi30k_beam4_batch{batch}_ct2_{compute_type}"] = entry
-        entry = _precision_entry(_run_where(bf16, batch=batch), bf16_error,
-                                 _run_where(ours, batch=batch), ours_error,
-                                 "our float32 export", "like with like: our two precisions",
-                                 "bfloat16", prepared, TARGETS["serving_bf16_vs_float32"])
-        entry["same_outputs_as_float32"] = same_outputs(
-            "serving_savedmodel_bf16", "serving_savedmodel", batch)
-        benchmarks[f"serving_multi30k_beam4_batch{batch}_bf16_vs_float32"] = entry
-    # bfloat16 in lanes of one thread against float32 in the same lanes: one thread's
-    # bfloat16 products gain more over float32 than two threads' do.
-    bf16_lanes, bf16_lanes_error = serve("serving_savedmodel_bf16_lanes", "savedmodel",
-                                         prepared["savedmodel_bf16_lanes"], *in_lanes)
-    float32_lanes, float32_lanes_error = variants["lanes"]
-    for batch in (1, 8, 64):
-        entry = _precision_entry(_run_where(bf16_lanes, batch=batch), bf16_lanes_error,
-                                 _run_where(float32_lanes, batch=batch), float32_lanes_error,
-                                 "our float32 export in the same lanes",
-                                 "like with like: our two precisions, both in lanes",
-                                 "bfloat16", prepared, TARGETS["serving_bf16_vs_float32"])
-        entry["same_outputs_as_float32"] = same_outputs(
-            "serving_savedmodel_bf16_lanes", "serving_savedmodel_lanes", batch)
-        benchmarks[f"serving_multi30k_beam4_batch{batch}_bf16_lanes_vs_float32_lanes"] = entry
+    # Our two precisions like with like: one search each, and both in lanes of one thread
+    # (one thread's bfloat16 products gain more over float32 than two threads' do).
+    by_layout = {"": ((bf16, bf16_error), (ours, ours_error)),
+                 "_lanes": (serve("serving_savedmodel_bf16_lanes", "savedmodel",
+                                  prepared["savedmodel_bf16_lanes"], *in_lanes),
+                            variants["lanes"])}
+    for layout, ((mine, mine_error), (theirs, theirs_error)) in by_layout.items():
+        in_same_lanes = ("", "") if not layout else (" in the same lanes", ", both in lanes")
+        for batch in (1, 8, 64):
+            entry = _precision_entry(_run_where(mine, batch=batch), mine_error,
+                                     _run_where(theirs, batch=batch), theirs_error,
+                                     f"our float32 export{in_same_lanes[0]}",
+                                     f"like with like: our two precisions{in_same_lanes[1]}",
+                                     "bfloat16", prepared, TARGETS["serving_bf16_vs_float32"])
+            entry["same_outputs_as_float32"] = same_outputs(
+                f"serving_savedmodel_bf16{layout}", f"serving_savedmodel{layout}", batch)
+            name = f"serving_multi30k_beam4_batch{batch}_bf16{layout}_vs_float32{layout}"
+            benchmarks[name] = entry
     flipped, _ = serve("serving_savedmodel_lanes_padding_flipped", "savedmodel",
                        prepared["savedmodel_lanes_padding_flipped"], *in_lanes)
     return _fast_paths(prepared, ours, {v: result for v, (result, _) in variants.items()},
