@@ -192,6 +192,26 @@ def test_a_study_of_other_settings_or_presets_is_refused(tmp_path, tiny_multi30k
                                None, fakes.train, fakes.score, say=lambda _: None)
 
 
+def test_the_library_default_precision_is_recorded_resolved(tmp_path, tiny_multi30k,
+                                                            known_pass_sizes, monkeypatch):
+    """Options built in Python (precision "auto" by default) are recorded as the CPU
+    resolves them, so a resume where "auto" resolves otherwise is refused."""
+    from transformer_tf.training import precision as precision_lib
+
+    monkeypatch.setattr(precision_lib, "resolve_precision",
+                        lambda wanted: ("mixed_bfloat16" if wanted == "auto" else wanted, "test"))
+    options = _options(tmp_path, tiny_multi30k.directory, arms=("time",), seeds=(1,))
+    assert options.precision == "auto"
+    fakes = Fakes()
+    document = study.run_table2_study(options, None, fakes.train, fakes.score,
+                                      say=lambda _: None)
+    assert document["study"]["precision"] == "mixed_bfloat16"
+    monkeypatch.setattr(precision_lib, "resolve_precision",
+                        lambda wanted: ("float32" if wanted == "auto" else wanted, "test"))
+    with pytest.raises(study.StudyMismatch, match="other settings"):
+        study.run_table2_study(options, None, fakes.train, fakes.score, say=lambda _: None)
+
+
 def test_two_processes_share_the_file_and_a_fresh_clone_continues(tmp_path, tiny_multi30k,
                                                                    known_pass_sizes):
     """One process per family (`train_only`) writes the same results file; a study

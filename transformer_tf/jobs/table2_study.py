@@ -79,6 +79,8 @@ class Table2Options:
       passes: the tokens arm's budget per run, in passes over the training data.
       seeds: the seeds.
       eval_every, validation_sentences: the validations the curves are drawn from.
+      precision: both families' training precision, as the main job takes it ("auto",
+        "float32", "mixed_bfloat16", ...); the study records it resolved.
       test_limit: test sentences decoded (None: all).
       command: the command line, recorded in the results file.
       alongside: what else the machine runs meanwhile (each run trained now records it).
@@ -95,7 +97,7 @@ class Table2Options:
     seeds: tuple = (1, 2)
     eval_every: int = 200
     validation_sentences: int = 200
-    precision: str = "float32"
+    precision: str = "auto"
     test_limit: int | None = None
     command: str = "python bench/table2_study.py"
     verbose: int = 1
@@ -372,14 +374,15 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
         raise ValueError(f"presets: one Transformer and one ConvS2S preset are compared, got "
                          f"{list(options.presets)} ({', '.join(families)})")
     train_run, score_run = train_run or _train_run, score_run or _test_bleu
+    # Recorded resolved: a resume on a machine where "auto" resolves otherwise is refused.
+    options = dataclasses.replace(options, precision=resolve_precision(options.precision)[0])
     path = pathlib.Path(options.results)
     path.parent.mkdir(parents=True, exist_ok=True)
     rows, recorded = _read_document(path, options)
     pass_sizes = recorded["pass_sizes"]
-    precision = resolve_precision(options.precision)[0]  # as each run's training resolves it
     for preset in options.presets:
         if preset not in pass_sizes:
-            pass_sizes[preset] = pass_size(options.data_dir, preset, precision)
+            pass_sizes[preset] = pass_size(options.data_dir, preset, options.precision)
     vocab_size = load_prepared(options.data_dir).vocab_size
     done = {row["key"] for row in rows}
     plan = _plan(options)
