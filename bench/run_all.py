@@ -715,32 +715,41 @@ def _serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
             entry["target_ratio"] = TARGETS["serving_vs_ctranslate2_batch64"]
         benchmarks[f"serving_multi30k_beam4_batch{batch}"] = compare(entry)
 
-    bf16, bf16_error = serve("serving_savedmodel_bf16", "savedmodel", prepared["savedmodel_bf16"])
-    peers = {compute_type: serve(f"serving_ctranslate2_{compute_type}", "ctranslate2",
-                                 prepared["ctranslate2"], "--compute-type", compute_type)
-             for compute_type in CT2_COMPUTE_TYPES
-             if compute_type in prepared["ct2_compute_types"]}
-    ours_by_precision = {"float32": (ours, ours_error), "bfloat16": (bf16, bf16_error)}
+    bf16 = serve("serving_savedmodel_bf16", "savedmodel", prepared["savedmodel_bf16"])
+    bf16_lanes = serve("serving_savedmodel_bf16_lanes", "savedmodel",
+                       prepared["savedmodel_bf16_lanes"], *in_lanes)
+    # Per precision of ours: (one search, 2 lanes), each a (result, error) pair.
+    ours_by_precision = {"float32": ((ours, ours_error), variants["lanes"]),
+                         "bfloat16": (bf16, bf16_lanes)}
+    peers = {}  # compute type -> (one translator, 2 in lanes), each a (result, error) pair
+    for compute_type in CT2_COMPUTE_TYPES:
+        if compute_type in prepared["ct2_compute_types"]:
+            name, model = f"serving_ctranslate2_{compute_type}", prepared["ctranslate2"]
+            peers[compute_type] = (
+                serve(name, "ctranslate2", model, "--compute-type", compute_type),
+                serve(f"{name}_lanes", "ctranslate2", model, "--compute-type", compute_type,
+                      *in_lanes))
     for batch in (1, 8, 64):
         for compute_type, (ours_precision, comparison) in CT2_COMPUTE_TYPES.items():
-            mine, mine_error = ours_by_precision[ours_precision]
-            theirs, theirs_error = peers.get(compute_type, (None, (
-                f"CTranslate2 compute_type {compute_type} not supported on this CPU (it "
-                f"lists {', '.join(prepared['ct2_compute_types'])})")))
+            (mine, mine_error), (mine_lanes, _) = ours_by_precision[ours_precision]
+            unsupported = (None, f"CTranslate2 compute_type {compute_type} not supported on "
+                                 f"this CPU (it lists {', '.join(prepared['ct2_compute_types'])})")
+            (theirs, theirs_error), (theirs_lanes, _) = peers.get(compute_type,
+                                                                  (unsupported, unsupported))
             entry = _precision_entry(_run_where(mine, batch=batch), mine_error,
                                      _run_where(theirs, batch=batch), theirs_error,
                                      f"CTranslate2 {compute_type} on the converted checkpoint",
-                                     comparison, ours_precision, prepared)
+                                     comparison, ours_precision, prepared,
+                                     lanes=(_run_where(mine_lanes, batch=batch),
+                                            _run_where(theirs_lanes, batch=batch)))
             entry["peer_same_outputs_as_its_float32"] = same_outputs(
                 f"serving_ctranslate2_{compute_type}", "serving_ctranslate2", batch)
             benchmarks[f"serving_multi30k_beam4_batch{batch}_ct2_{compute_type}"] = entry
     # Our two precisions like with like: one search each, and both in lanes of one thread
     # (one thread's bfloat16 products gain more over float32 than two threads' do).
-    by_layout = {"": ((bf16, bf16_error), (ours, ours_error)),
-                 "_lanes": (serve("serving_savedmodel_bf16_lanes", "savedmodel",
-                                  prepared["savedmodel_bf16_lanes"], *in_lanes),
-                            variants["lanes"])}
-    for layout, ((mine, mine_error), (theirs, theirs_error)) in by_layout.items():
+    for layout, pair in (("", 0), ("_lanes", 1)):
+        (mine, mine_error), (theirs, theirs_error) = (ours_by_precision["bfloat16"][pair],
+                                                      ours_by_precision["float32"][pair])
         in_same_lanes = ("", "") if not layout else (" in the same lanes", ", both in lanes")
         for batch in (1, 8, 64):
             entry = _precision_entry(_run_where(mine, batch=batch), mine_error,
@@ -772,9 +781,11 @@ def _identical_share(a: Path, b: Path, batch: int) -> float | None:
 
 def _precision_entry(mine, mine_error, theirs, theirs_error, peer_name: str,
                      comparison: str, ours_precision: str, prepared: dict,
-                     target=None) -> dict:
+                     target=None, lanes=None) -> dict:
     """A serving entry of one of our runs against a run in another arithmetic (worker
-    runs of one batch size), with both BLEU scores and what kind of comparison it is."""
+    runs of one batch size), with both BLEU scores and what kind of comparison it is.
+    `lanes`: (ours, theirs) in 2 lanes each, giving "ours_lanes", "peer_lanes" and so
+    `compare`'s "ratio_best" (each engine at its better layout)."""
     entry = {"metric": "sentences_per_s", "higher_is_better": True,
              "ours": _get(mine, "sentences_per_s"), "peer": _get(theirs, "sentences_per_s"),
              "ours_precision": ours_precision, "comparison": comparison,
@@ -782,6 +793,10 @@ def _precision_entry(mine, mine_error, theirs, theirs_error, peer_name: str,
              "peer_name": peer_name, "ours_error": mine_error, "peer_missing": theirs_error,
              "native_bfloat16": prepared.get("native_bfloat16"),
              "details": {"ours": mine, "peer": theirs}}
+    if lanes is not None:
+        entry["ours_lanes"], entry["peer_lanes"] = (_get(run, "sentences_per_s")
+                                                    for run in lanes)
+        entry["details"].update(ours_lanes=lanes[0], peer_lanes=lanes[1])
     if ours_precision == "bfloat16" and not prepared.get("native_bfloat16"):
         entry["note"] = ("this CPU has no native bfloat16: our bfloat16 export ran "
                          "TensorFlow's emulation (forced)")

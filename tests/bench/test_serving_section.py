@@ -90,7 +90,8 @@ def test_every_entry_compares_the_runs_its_name_says(serve_section):
     speed = runner.speed
     lanes_args = ["--intra-op", "1", "--inter-op", "2"]
     for name in ("serving_savedmodel_lanes", "serving_savedmodel_bf16_lanes",
-                 "serving_ctranslate2_lanes", "serving_savedmodel_greedy_lanes"):
+                 "serving_ctranslate2_lanes", "serving_savedmodel_greedy_lanes",
+                 "serving_ctranslate2_int8_lanes"):
         assert runner.calls[name][-4:] == lanes_args, name
     assert "--inter-op" not in runner.calls["serving_savedmodel_bf16"]
     for batch in BATCHES:
@@ -120,12 +121,21 @@ def test_every_entry_compares_the_runs_its_name_says(serve_section):
         for compute_type, ours in (("bfloat16", "serving_savedmodel_bf16"),
                                    ("int8", "serving_savedmodel")):
             entry = benchmarks[f"serving_multi30k_beam4_batch{batch}_ct2_{compute_type}"]
-            assert (entry["ours"], entry["peer"]) == (
-                speed(ours, batch), speed(f"serving_ctranslate2_{compute_type}", batch))
+            peer = f"serving_ctranslate2_{compute_type}"
+            assert (entry["ours"], entry["peer"]) == (speed(ours, batch), speed(peer, batch))
+            assert (entry["ours_lanes"], entry["peer_lanes"]) == (
+                speed(f"{ours}_lanes", batch), speed(f"{peer}_lanes", batch))
+            assert entry["ratio_best"] == pytest.approx(
+                max(speed(ours, batch), speed(f"{ours}_lanes", batch))
+                / max(speed(peer, batch), speed(f"{peer}_lanes", batch)))
         # A compute type the CPU does not list is reported as missing, not run.
         missing = benchmarks[f"serving_multi30k_beam4_batch{batch}_ct2_int8_bfloat16"]
         assert missing["peer"] is None and "not supported" in missing["peer_missing"]
-    assert "serving_ctranslate2_int8_bfloat16" not in runner.calls
+        assert missing["peer_lanes"] is None and missing["ratio_best"] is None
+    assert not [name for name in runner.calls if "int8_bfloat16" in name]
+    for compute_type in ("int8", "bfloat16"):
+        assert runner.calls[f"serving_ctranslate2_{compute_type}_lanes"][-6:] == [
+            "--compute-type", compute_type, *lanes_args]
 
     lanes = fast_paths["paths"]["lanes"]["on_over_off"]["batch64"]
     assert lanes == pytest.approx(speed("serving_savedmodel_lanes", 64)
