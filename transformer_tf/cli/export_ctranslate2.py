@@ -11,9 +11,10 @@ pip install 'ctranslate2==4.8.*').
 
 There is no --precision here: --quantization sets the weights' storage type, and
 CTranslate2 chooses its arithmetic when it loads the model
-(`ctranslate2.Translator(..., compute_type=...)`: float32, int8, int8_float32, and on
-CPUs with native bfloat16 bfloat16 and int8_bfloat16; `ctranslate2.
-get_supported_compute_types("cpu")` lists this machine's).
+(`ctranslate2.Translator(..., compute_type=...)`: on a CPU float32, int8, int8_float32
+and int16 in CTranslate2 4.8, also where the CPU has native bfloat16; bfloat16 and
+int8_bfloat16 on GPUs; `ctranslate2.get_supported_compute_types("cpu")` lists this
+machine's).
 
 Run it text in, text out with transformer_tf.export.ctranslate2.CTranslate2Translator, or
 with ctranslate2.Translator on sentencepiece pieces (the model appends </s> itself). Its
@@ -55,8 +56,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.precision is not None:
         parser.error("--precision: a CTranslate2 model's arithmetic is chosen when it is "
-                     "loaded (ctranslate2.Translator(compute_type=...), e.g. bfloat16 or "
-                     "int8_bfloat16); store its weights so with --quantization")
+                     "loaded (ctranslate2.Translator(compute_type=...), e.g. int8, or bfloat16 "
+                     "on a GPU); store its weights so with --quantization")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with console.session(args.verbose):
         return run_command(_run, args, verbose=args.verbose, also=(ImportError,))
