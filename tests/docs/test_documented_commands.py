@@ -227,3 +227,46 @@ def test_the_reader_splits_shell_lines_as_a_shell_does():
     status, errors = parse_only(main_of("transformer-tf-translate", commands),
                                 ["--model", "m", "--beam-size", "zero"])
     assert status == 2 and "--beam-size" in errors
+
+
+def parsed_arguments(main, arguments: list[str]) -> argparse.Namespace | None:
+    """The namespace the command's parser makes of `arguments` (nothing runs), or None
+    where parsing exits (--help, --version)."""
+    parsed = []
+    original = argparse.ArgumentParser.parse_args
+
+    def keep_then_stop(parser, args=None, namespace=None):
+        parsed.append(original(parser, args, namespace))
+        raise _Parsed
+
+    _stopped_in(keep_then_stop, main, arguments)
+    return parsed[0] if parsed else None
+
+
+# The main job's run and exports, as the documents name them: their model is the preset's.
+MAIN_JOB_MODEL = re.compile(r"^(runs/multi30k_en_de/model|saved_models/multi30k_en_de/\d+)$")
+
+
+def test_commands_on_the_main_job_model_name_layers_and_heads_it_has():
+    """A layer or head the documents ask of the main job's model exists in the `multi30k`
+    preset (a command that parses can still exit at once on a 3-layer, 4-head model)."""
+    from transformer_tf.presets import get_preset
+
+    model = get_preset("multi30k").model
+    checked = 0
+    for line in LINES:
+        if not line.complete or line.program not in ("transformer-tf-attention",
+                                                     "transformer-tf-translate"):
+            continue
+        args = parsed_arguments(main_of(line.program, installed_commands()), line.arguments)
+        if args is None or not any(MAIN_JOB_MODEL.match(str(getattr(args, name, None) or ""))
+                   for name in ("model", "model_dir", "saved_model")):
+            continue
+        checked += 1
+        for layer in (getattr(args, "layer", None), getattr(args, "alignment_layer", None)):
+            assert layer is None or layer <= model.num_layers, (
+                f"{line.where}: layer {layer} of a {model.num_layers}-layer model")
+        for head in getattr(args, "heads", None) or ():
+            assert head <= model.num_heads, (
+                f"{line.where}: head {head} of a {model.num_heads}-head model")
+    assert checked >= 3  # the documents' attention and alignment examples were read
