@@ -520,14 +520,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         logger.info("fine-tuning from %s (step %s of %s)", source.checkpoint, source.step,
                     source.model_dir)
 
-    if options.epochs is not None:
-        planned_steps = math.ceil(options.epochs * steps_per_pass())
-    else:
-        planned_steps = options.max_steps or 10**12  # a time budget alone: "forever"
-    schedule_end = _schedule_end(run.training)
-    ends_with_schedule = schedule_end is not None and schedule_end < planned_steps
-    if ends_with_schedule:
-        planned_steps = schedule_end  # past it every update has rate 0
+    planned_steps, ends_with_schedule = planned_last_step(options, run.training,
+                                                          steps_per_pass)
     # Pairs over run.training.max_length are dropped from training (and counted); the
     # validation loss covers every dev pair, in order (over-long sides truncated).
     drops = DropCounter()
@@ -591,27 +585,13 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     elif stopped_early:
         logger.info("%s before this invocation: nothing left to train", early_stopping.reason)
     elif start_step < planned_steps:
-        # Last: a stop lands after the checkpoint callback has counted the step's batches.
-        stop = StopOnSignal()
-        listening = (contextlib.nullcontext() if is_multi_worker(strategy)
-                     else stop.listening())
         try:
-            with listening:
-                fit_on_the_validation_grid(
-                    model, lambda: train_data_from(int(batches.numpy())),
-                    start_step, planned_steps, eval_every,
-                    validation_data=validation_data, callbacks=callbacks + [stop],
-                    verbose=0 if time_only else keras_verbosity(options.verbose))
-            if stop.received is not None:  # after the last step: the run is saved
-                raise StopRequested(stop.received)
-        except StopRequested as stopped:
-            # A stop at the step that diverged reports the divergence (below): no checkpoint
-            # of this step is written, and the NaN, not the signal, is what the user must see.
-            if nan_stop.nan_step is None:
-                _save_if_started(checkpoint_callback)
-                stopped.saved(int(model.optimizer.iterations.numpy()),
-                              manager.latest_checkpoint)
-                raise
+            _fit_until_stopped(
+                model, lambda: train_data_from(int(batches.numpy())), start_step,
+                planned_steps, eval_every, validation_data, callbacks,
+                verbose=0 if time_only else keras_verbosity(options.verbose),
+                nan_stop=nan_stop, checkpoint_callback=checkpoint_callback,
+                multi_worker=is_multi_worker(strategy))
         except tf.errors.ResourceExhaustedError as error:
             raise _lower_budget(error, options, run, model_dir, strategy,
                                 int(model.optimizer.iterations.numpy()),
@@ -629,21 +609,13 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     step = int(model.optimizer.iterations.numpy())
     stopped_early = stopped_early or (early_stopping is not None
                                       and early_stopping.stopped_at_step is not None)
-    if out_of_time or time_budget and time_budget.stopped_at_step is not None:
-        stopped_by = "time"
-        stop_reason = f"trained the run's budget of {options.max_minutes:g} minutes"
-    elif stopped_early:
-        stopped_by, stop_reason = "early_stopping", early_stopping.reason
-    elif plateau is not None and plateau.finished:
-        stopped_by = "plateau"
-        stop_reason = (f"the learning rate fell below its minimum "
-                       f"{run.training.min_learning_rate:g} (dev NLL stopped improving)")
-    elif ends_with_schedule:
-        stopped_by = "steps"
-        stop_reason = (f"reached step {planned_steps}, where the learning rate's cool-down "
-                       "ends (lr_schedule warmup_hold_cooldown)")
-    else:
-        stopped_by, stop_reason = "steps", f"reached the planned step {planned_steps}"
+    stopped_by, stop_reason = why_it_stopped(
+        out_of_time=out_of_time or (time_budget is not None
+                                    and time_budget.stopped_at_step is not None),
+        early_stopping_reason=early_stopping.reason if stopped_early else None,
+        plateau_finished=plateau is not None and plateau.finished,
+        ends_with_schedule=ends_with_schedule, planned_steps=planned_steps,
+        max_minutes=options.max_minutes, min_learning_rate=run.training.min_learning_rate)
     return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
                        planned_steps=planned_steps, last_checkpoint=manager.latest_checkpoint,
                        stopped_by=stopped_by, seconds=time.monotonic() - started,
@@ -653,6 +625,67 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                        tokens_per_batch=run.training.tokens_per_batch,
                        recipe_plan=plan.to_dict() if plan is not None else None,
                        stop_reason=stop_reason)
+
+
+def planned_last_step(options: TrainOptions, training: TrainingConfig,
+                      steps_per_pass) -> tuple[int, bool]:
+    """(the step the run ends at, whether that is where its rate schedule ends): the
+    epoch or step plan (a time budget alone: no step limit, 10**12), cut at the end of a
+    schedule whose rate is 0 after it. `steps_per_pass()` counts the steps of one pass
+    over the training data (called for an epoch plan only)."""
+    if options.epochs is not None:
+        planned = math.ceil(options.epochs * steps_per_pass())
+    else:
+        planned = options.max_steps or 10**12
+    schedule_end = _schedule_end(training)
+    if schedule_end is not None and schedule_end < planned:
+        return schedule_end, True  # past it every update has rate 0
+    return planned, False
+
+
+def why_it_stopped(*, out_of_time: bool, early_stopping_reason: str | None,
+                   plateau_finished: bool, ends_with_schedule: bool, planned_steps: int,
+                   max_minutes: float | None, min_learning_rate: float) -> tuple[str, str]:
+    """(TrainResult.stopped_by, its reason in words) of a run that ended without an error,
+    by precedence: the time budget, early stopping (its reason given), the plateau rule's
+    minimum rate, the end of the rate schedule, the planned step."""
+    if out_of_time:
+        return "time", f"trained the run's budget of {max_minutes:g} minutes"
+    if early_stopping_reason is not None:
+        return "early_stopping", early_stopping_reason
+    if plateau_finished:
+        return "plateau", (f"the learning rate fell below its minimum {min_learning_rate:g} "
+                           "(dev NLL stopped improving)")
+    if ends_with_schedule:
+        return "steps", (f"reached step {planned_steps}, where the learning rate's cool-down "
+                         "ends (lr_schedule warmup_hold_cooldown)")
+    return "steps", f"reached the planned step {planned_steps}"
+
+
+def _fit_until_stopped(model, data_from, start_step: int, planned_steps: int,
+                       eval_every: int, validation_data, callbacks: list, *, verbose: int,
+                       nan_stop, checkpoint_callback, multi_worker: bool) -> None:
+    """`fit_on_the_validation_grid` from `start_step` to `planned_steps`, listening for
+    SIGTERM and Ctrl-C (one process only: workers of a multi-worker run stop together
+    or not at all). A stop saves the step under way and raises `StopRequested` saying
+    where; a stop at the step the loss became NaN saves nothing and returns, so that the
+    divergence is what the caller reports."""
+    # Last: a stop lands after the checkpoint callback has counted the step's batches.
+    stop = StopOnSignal()
+    listening = contextlib.nullcontext() if multi_worker else stop.listening()
+    try:
+        with listening:
+            fit_on_the_validation_grid(model, data_from, start_step, planned_steps,
+                                       eval_every, validation_data=validation_data,
+                                       callbacks=callbacks + [stop], verbose=verbose)
+        if stop.received is not None:  # after the last step: the run is saved
+            raise StopRequested(stop.received)
+    except StopRequested as stopped:
+        if nan_stop.nan_step is None:
+            _save_if_started(checkpoint_callback)
+            stopped.saved(int(model.optimizer.iterations.numpy()),
+                          checkpoint_callback.manager.latest_checkpoint)
+            raise
 
 
 def _time_clocked(training: TrainingConfig) -> bool:
