@@ -28,6 +28,7 @@ import math
 import pathlib
 import sys
 import time
+from typing import NamedTuple
 
 import keras
 import tensorflow as tf
@@ -496,29 +497,9 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     #
     # A step is an optimizer update: `accumulation` batches. The data position is the
     # number of batches consumed, counted and checkpointed (loss scaling may skip steps).
-    batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
-    trained_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False,
-                                  name=checkpoints.TRAINED_SECONDS)
-    plateau = (ShrinkOnPlateau(run.training.lr_shrink, run.training.min_learning_rate)
-               if run.training.optimizer == "nesterov" else None)
-    manager = checkpoints.make_manager(
-        model.network, model.optimizer, model_dir, run.training.keep_checkpoints,
-        batches=batches, training_state={checkpoints.TRAINED_SECONDS: trained_seconds,
-                                         **({"plateau": plateau.best} if plateau else {})})
-    start_step = checkpoints.restore_latest(manager)
-    # Checkpoints older than the counter hold 0: their position is the steps' batches
-    # (set, so that the counter the next checkpoint saves is right too).
-    batches.assign(int(batches.numpy()) or start_step * accumulation)
-    if not start_step and plan is not None and plan.probe_seconds:
-        trained_seconds.assign(plan.probe_seconds)  # the probe is part of the time budget
-    seconds_before = float(trained_seconds.numpy())
-    if start_step:
-        logger.info("resuming from %s at step %d (%.1f min of training so far)",
-                    manager.latest_checkpoint, start_step, seconds_before / 60.0)
-    elif source is not None:  # fine-tuning: the source's weights, a fresh optimizer
-        checkpoints.load_weights(model.network, source.checkpoint)
-        logger.info("fine-tuning from %s (step %s of %s)", source.checkpoint, source.step,
-                    source.model_dir)
+    state = _restore_or_start(model, model_dir, run.training, plan, source)
+    batches, trained_seconds, manager = state.batches, state.trained_seconds, state.manager
+    plateau, start_step, seconds_before = state.plateau, state.start_step, state.seconds_before
 
     planned_steps, ends_with_schedule = planned_last_step(options, run.training,
                                                           steps_per_pass)
@@ -625,6 +606,51 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
                        tokens_per_batch=run.training.tokens_per_batch,
                        recipe_plan=plan.to_dict() if plan is not None else None,
                        stop_reason=stop_reason)
+
+
+class _RunState(NamedTuple):
+    """What a run restores from its last checkpoint, or starts from: the checkpoint
+    manager, the data position (`batches` consumed), the training time so far (seconds,
+    the speed probe's included) and the plateau rule (ConvS2S' Nesterov runs, else None)."""
+    manager: tf.train.CheckpointManager
+    batches: tf.Variable
+    trained_seconds: tf.Variable
+    plateau: ShrinkOnPlateau | None
+    start_step: int
+    seconds_before: float
+
+
+def _restore_or_start(model, model_dir, training: TrainingConfig, plan,
+                      source) -> _RunState:
+    """Restores the run's newest checkpoint (model, optimizer and counters) if it has
+    one; else a new run starts, from `source`'s weights when fine-tuning
+    (`init_source.InitSource`, a fresh optimizer) and with the speed probe's seconds of
+    the recipe `plan` already counted."""
+    accumulation = training.gradient_accumulation_steps
+    batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
+    trained_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                  name=checkpoints.TRAINED_SECONDS)
+    plateau = (ShrinkOnPlateau(training.lr_shrink, training.min_learning_rate)
+               if training.optimizer == "nesterov" else None)
+    manager = checkpoints.make_manager(
+        model.network, model.optimizer, model_dir, training.keep_checkpoints,
+        batches=batches, training_state={checkpoints.TRAINED_SECONDS: trained_seconds,
+                                         **({"plateau": plateau.best} if plateau else {})})
+    start_step = checkpoints.restore_latest(manager)
+    # Checkpoints older than the counter hold 0: their position is the steps' batches
+    # (set, so that the counter the next checkpoint saves is right too).
+    batches.assign(int(batches.numpy()) or start_step * accumulation)
+    if not start_step and plan is not None and plan.probe_seconds:
+        trained_seconds.assign(plan.probe_seconds)  # the probe is part of the time budget
+    seconds_before = float(trained_seconds.numpy())
+    if start_step:
+        logger.info("resuming from %s at step %d (%.1f min of training so far)",
+                    manager.latest_checkpoint, start_step, seconds_before / 60.0)
+    elif source is not None:
+        checkpoints.load_weights(model.network, source.checkpoint)
+        logger.info("fine-tuning from %s (step %s of %s)", source.checkpoint, source.step,
+                    source.model_dir)
+    return _RunState(manager, batches, trained_seconds, plateau, start_step, seconds_before)
 
 
 def planned_last_step(options: TrainOptions, training: TrainingConfig,
