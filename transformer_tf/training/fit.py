@@ -498,8 +498,7 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
     # A step is an optimizer update: `accumulation` batches. The data position is the
     # number of batches consumed, counted and checkpointed (loss scaling may skip steps).
     state = _restore_or_start(model, model_dir, run.training, plan, source)
-    batches, trained_seconds, manager = state.batches, state.trained_seconds, state.manager
-    plateau, start_step, seconds_before = state.plateau, state.start_step, state.seconds_before
+    start_step = state.start_step
 
     planned_steps, ends_with_schedule = planned_last_step(options, run.training,
                                                           steps_per_pass)
@@ -520,69 +519,37 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
 
     eval_every = max(1, min(options.eval_every, planned_steps))
     logdir = model_dir_lib.logdir(model_dir)
-    # Only the chief saves, and saving needs no other worker: it may save at any step.
-    checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
-        manager, checkpoint_period(run.training, options), enabled=chief, batches=batches,
-        batches_per_step=accumulation, trained_seconds=trained_seconds,
-        every_steps=run.training.checkpoint_every_steps)
-    nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
-    time_budget = (callbacks_lib.TimeBudget(
-        options.max_minutes, strategy=strategy if is_multi_worker(strategy) else None,
-        seconds_before=seconds_before) if options.max_minutes is not None else None)
-    out_of_time = time_budget is not None and seconds_before >= time_budget.max_seconds
-    monitor = callbacks_lib.TrainingMonitor(logdir, options.log_every, enabled=chief)
-    step_stop = callbacks_lib.StopAtStep(planned_steps)
-    callbacks = [nan_stop, step_stop] + ([time_budget] if time_budget else []) + (
-        [callbacks_lib.TimeCooldown(time_budget, run.training.cooldown_minutes, time_factor)]
-        if timed_cooldown else []) + [monitor, checkpoint_callback]
-    time_only = time_budget is not None and options.max_steps is None and options.epochs is None
-    if time_only and options.verbose and chief:  # steps and minutes left, not "Epoch 1/10**9"
-        callbacks.append(callbacks_lib.BudgetProgress(time_budget))
-    keep_best = early_stopping = None
-    if validating and chief:  # KeepBest after the BLEU it reads
-        callbacks.append(_validation_translations(
-            model.network, prepared, options.validation_sentences, monitor))
-        keep_best = KeepBest(model.network, model_dir, checkpoint_callback.run_seconds)
-        callbacks.append(keep_best)
-    if options.early_stopping is not None:
-        early_stopping = EarlyStopping(
-            options.early_stopping, keep_best,
-            strategy=strategy if is_multi_worker(strategy) else None)
-        callbacks.append(early_stopping)
+    made = _run_callbacks(options, run, model, prepared, state, strategy, chief, logdir,
+                          planned_steps=planned_steps, time_factor=time_factor,
+                          validating=validating, validation_data=validation_data,
+                          steps_per_pass=steps_per_pass)
+    time_budget, early_stopping = made.time_budget, made.early_stopping
+    out_of_time = time_budget is not None and state.seconds_before >= time_budget.max_seconds
     stopped_early = early_stopping is not None and early_stopping.exhausted()
-    if plateau is not None and validation_data is not None:
-        # Once per pass over the training data, as the ConvS2S paper did (the pass length
-        # counted once: bucketing's padding and the length filter make token counts
-        # only an estimate). Every worker computes the same dev loss and shrinks alike.
-        plateau.check_every_pass(steps_per_pass(), functools.partial(
-            mean_dev_nll, model, validation_data,
-            compiled_loss_sums(model)))
-        # Before the checkpoint callback, so that a save at a step holds the new rate.
-        callbacks.insert(callbacks.index(checkpoint_callback), plateau)
 
     if out_of_time:
         logger.info("the run has trained %.1f of its %g minutes: nothing left to train",
-                    seconds_before / 60.0, options.max_minutes)
+                    state.seconds_before / 60.0, options.max_minutes)
     elif stopped_early:
         logger.info("%s before this invocation: nothing left to train", early_stopping.reason)
     elif start_step < planned_steps:
         try:
             _fit_until_stopped(
-                model, lambda: train_data_from(int(batches.numpy())), start_step,
-                planned_steps, eval_every, validation_data, callbacks,
-                verbose=0 if time_only else keras_verbosity(options.verbose),
-                nan_stop=nan_stop, checkpoint_callback=checkpoint_callback,
+                model, lambda: train_data_from(int(state.batches.numpy())), start_step,
+                planned_steps, eval_every, validation_data, made.in_order,
+                verbose=0 if made.time_only else keras_verbosity(options.verbose),
+                nan_stop=made.nan_stop, checkpoint_callback=made.checkpoint,
                 multi_worker=is_multi_worker(strategy))
         except tf.errors.ResourceExhaustedError as error:
             raise _lower_budget(error, options, run, model_dir, strategy,
                                 int(model.optimizer.iterations.numpy()),
-                                lambda: _save_if_started(checkpoint_callback), chief) from None
+                                lambda: _save_if_started(made.checkpoint), chief) from None
         finally:
-            monitor.close()
-    if nan_stop.nan_step is not None:
+            made.monitor.close()
+    if made.nan_stop.nan_step is not None:
         raise TrainingDiverged(
-            f"training diverged: the loss became NaN at step {nan_stop.nan_step}; the last "
-            f"good checkpoint is {manager.latest_checkpoint}")
+            f"training diverged: the loss became NaN at step {made.nan_stop.nan_step}; the "
+            f"last good checkpoint is {state.manager.latest_checkpoint}")
     counts = drops.result()
     logger.info("training batches read: the length filter (max_length %d) dropped %d empty "
                 "and %d over-long pairs (counted on every pass over the data)",
@@ -594,15 +561,17 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         out_of_time=out_of_time or (time_budget is not None
                                     and time_budget.stopped_at_step is not None),
         early_stopping_reason=early_stopping.reason if stopped_early else None,
-        plateau_finished=plateau is not None and plateau.finished,
+        plateau_finished=state.plateau is not None and state.plateau.finished,
         ends_with_schedule=ends_with_schedule, planned_steps=planned_steps,
         max_minutes=options.max_minutes, min_learning_rate=run.training.min_learning_rate)
     return TrainResult(model_dir=str(model_dir), logdir=str(logdir), step=step,
-                       planned_steps=planned_steps, last_checkpoint=manager.latest_checkpoint,
+                       planned_steps=planned_steps,
+                       last_checkpoint=state.manager.latest_checkpoint,
                        stopped_by=stopped_by, seconds=time.monotonic() - started,
                        start_step=start_step, precision=precision,
                        precision_reason=precision_reason,
-                       trained_seconds=float(trained_seconds.numpy()), init_from=run.init_from,
+                       trained_seconds=float(state.trained_seconds.numpy()),
+                       init_from=run.init_from,
                        tokens_per_batch=run.training.tokens_per_batch,
                        recipe_plan=plan.to_dict() if plan is not None else None,
                        stop_reason=stop_reason)
@@ -651,6 +620,68 @@ def _restore_or_start(model, model_dir, training: TrainingConfig, plan,
         logger.info("fine-tuning from %s (step %s of %s)", source.checkpoint, source.step,
                     source.model_dir)
     return _RunState(manager, batches, trained_seconds, plateau, start_step, seconds_before)
+
+
+class _Callbacks(NamedTuple):
+    """One invocation's Keras callbacks in the order `fit` runs them (`in_order`), and
+    those `_train` asks afterwards how the run went; `time_only`: a time budget alone
+    (progress in minutes left, not Keras' epochs)."""
+    in_order: list
+    checkpoint: callbacks_lib.PeriodicCheckpoint
+    nan_stop: callbacks_lib.StopOnNaN
+    monitor: callbacks_lib.TrainingMonitor
+    time_budget: callbacks_lib.TimeBudget | None
+    early_stopping: EarlyStopping | None
+    time_only: bool
+
+
+def _run_callbacks(options: TrainOptions, run, model, prepared, state: _RunState, strategy,
+                   chief: bool, logdir, *, planned_steps: int, time_factor, validating: bool,
+                   validation_data, steps_per_pass) -> _Callbacks:
+    """The callbacks of this invocation: divergence and step stops, the time budget and
+    its cool-down clock (`time_factor`), TensorBoard, periodic checkpoints, dev BLEU with
+    the best checkpoint kept apart and early stopping (when `validating`, on the chief),
+    and ConvS2S' once-a-pass plateau rule (`state.plateau`)."""
+    multi_worker = is_multi_worker(strategy)
+    # Only the chief saves, and saving needs no other worker: it may save at any step.
+    checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
+        state.manager, checkpoint_period(run.training, options), enabled=chief,
+        batches=state.batches, batches_per_step=run.training.gradient_accumulation_steps,
+        trained_seconds=state.trained_seconds, every_steps=run.training.checkpoint_every_steps)
+    nan_stop = callbacks_lib.StopOnNaN(checkpoint_callback)
+    time_budget = (callbacks_lib.TimeBudget(
+        options.max_minutes, strategy=strategy if multi_worker else None,
+        seconds_before=state.seconds_before) if options.max_minutes is not None else None)
+    monitor = callbacks_lib.TrainingMonitor(logdir, options.log_every, enabled=chief)
+    callbacks = [nan_stop, callbacks_lib.StopAtStep(planned_steps)] + (
+        [time_budget] if time_budget else []) + (
+        [callbacks_lib.TimeCooldown(time_budget, run.training.cooldown_minutes, time_factor)]
+        if _time_clocked(run.training) else []) + [monitor, checkpoint_callback]
+    time_only = time_budget is not None and options.max_steps is None and options.epochs is None
+    if time_only and options.verbose and chief:  # steps and minutes left, not "Epoch 1/10**9"
+        callbacks.append(callbacks_lib.BudgetProgress(time_budget))
+    keep_best = early_stopping = None
+    if validating and chief:  # KeepBest after the BLEU it reads
+        callbacks.append(_validation_translations(
+            model.network, prepared, options.validation_sentences, monitor))
+        keep_best = KeepBest(model.network, pathlib.Path(options.model_dir),
+                             checkpoint_callback.run_seconds)
+        callbacks.append(keep_best)
+    if options.early_stopping is not None:
+        early_stopping = EarlyStopping(options.early_stopping, keep_best,
+                                       strategy=strategy if multi_worker else None)
+        callbacks.append(early_stopping)
+    plateau = state.plateau
+    if plateau is not None and validation_data is not None:
+        # Once per pass over the training data, as the ConvS2S paper did (the pass length
+        # counted once: bucketing's padding and the length filter make token counts
+        # only an estimate). Every worker computes the same dev loss and shrinks alike.
+        plateau.check_every_pass(steps_per_pass(), functools.partial(
+            mean_dev_nll, model, validation_data, compiled_loss_sums(model)))
+        # Before the checkpoint callback, so that a save at a step holds the new rate.
+        callbacks.insert(callbacks.index(checkpoint_callback), plateau)
+    return _Callbacks(callbacks, checkpoint_callback, nan_stop, monitor, time_budget,
+                      early_stopping, time_only)
 
 
 def planned_last_step(options: TrainOptions, training: TrainingConfig,
