@@ -536,9 +536,8 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
         try:
             _fit_until_stopped(
                 model, lambda: train_data_from(int(state.batches.numpy())), start_step,
-                planned_steps, eval_every, validation_data, made.in_order,
+                planned_steps, eval_every, validation_data, made,
                 verbose=0 if made.time_only else keras_verbosity(options.verbose),
-                nan_stop=made.nan_stop, checkpoint_callback=made.checkpoint,
                 multi_worker=is_multi_worker(strategy))
         except tf.errors.ResourceExhaustedError as error:
             raise _lower_budget(error, options, run, model_dir, strategy,
@@ -639,9 +638,10 @@ def _run_callbacks(options: TrainOptions, run, model, prepared, state: _RunState
                    chief: bool, logdir, *, planned_steps: int, time_factor, validating: bool,
                    validation_data, steps_per_pass) -> _Callbacks:
     """The callbacks of this invocation: divergence and step stops, the time budget and
-    its cool-down clock (`time_factor`), TensorBoard, periodic checkpoints, dev BLEU with
-    the best checkpoint kept apart and early stopping (when `validating`, on the chief),
-    and ConvS2S' once-a-pass plateau rule (`state.plateau`)."""
+    its cool-down clock (`time_factor`; None without a time-clocked cool-down),
+    TensorBoard, periodic checkpoints, dev BLEU with the best checkpoint kept apart and
+    early stopping (when `validating`, on the chief), and ConvS2S' once-a-pass plateau
+    rule (`state.plateau`)."""
     multi_worker = is_multi_worker(strategy)
     # Only the chief saves, and saving needs no other worker: it may save at any step.
     checkpoint_callback = callbacks_lib.PeriodicCheckpoint(
@@ -656,7 +656,7 @@ def _run_callbacks(options: TrainOptions, run, model, prepared, state: _RunState
     callbacks = [nan_stop, callbacks_lib.StopAtStep(planned_steps)] + (
         [time_budget] if time_budget else []) + (
         [callbacks_lib.TimeCooldown(time_budget, run.training.cooldown_minutes, time_factor)]
-        if _time_clocked(run.training) else []) + [monitor, checkpoint_callback]
+        if time_factor is not None else []) + [monitor, checkpoint_callback]
     time_only = time_budget is not None and options.max_steps is None and options.epochs is None
     if time_only and options.verbose and chief:  # steps and minutes left, not "Epoch 1/10**9"
         callbacks.append(callbacks_lib.BudgetProgress(time_budget))
@@ -720,13 +720,14 @@ def why_it_stopped(*, out_of_time: bool, early_stopping_reason: str | None,
 
 
 def _fit_until_stopped(model, data_from, start_step: int, planned_steps: int,
-                       eval_every: int, validation_data, callbacks: list, *, verbose: int,
-                       nan_stop, checkpoint_callback, multi_worker: bool) -> None:
-    """`fit_on_the_validation_grid` from `start_step` to `planned_steps`, listening for
-    SIGTERM and Ctrl-C (one process only: workers of a multi-worker run stop together
-    or not at all). A stop saves the step under way and raises `StopRequested` saying
-    where; a stop at the step the loss became NaN saves nothing and returns, so that the
-    divergence is what the caller reports."""
+                       eval_every: int, validation_data, callbacks: _Callbacks, *,
+                       verbose: int, multi_worker: bool) -> None:
+    """`fit_on_the_validation_grid` from `start_step` to `planned_steps` with
+    `callbacks.in_order`, listening for SIGTERM and Ctrl-C where one process trains
+    (`stop_signal`: a worker that stopped alone would leave the others waiting). A stop
+    saves the step under way and raises `StopRequested` saying where; a stop at the step
+    the loss became NaN saves nothing and returns, so that the divergence is what the
+    caller reports."""
     # Last: a stop lands after the checkpoint callback has counted the step's batches.
     stop = StopOnSignal()
     listening = contextlib.nullcontext() if multi_worker else stop.listening()
@@ -734,14 +735,15 @@ def _fit_until_stopped(model, data_from, start_step: int, planned_steps: int,
         with listening:
             fit_on_the_validation_grid(model, data_from, start_step, planned_steps,
                                        eval_every, validation_data=validation_data,
-                                       callbacks=callbacks + [stop], verbose=verbose)
+                                       callbacks=callbacks.in_order + [stop],
+                                       verbose=verbose)
         if stop.received is not None:  # after the last step: the run is saved
             raise StopRequested(stop.received)
     except StopRequested as stopped:
-        if nan_stop.nan_step is None:
-            _save_if_started(checkpoint_callback)
+        if callbacks.nan_stop.nan_step is None:
+            _save_if_started(callbacks.checkpoint)
             stopped.saved(int(model.optimizer.iterations.numpy()),
-                          checkpoint_callback.manager.latest_checkpoint)
+                          callbacks.checkpoint.manager.latest_checkpoint)
             raise
 
 
