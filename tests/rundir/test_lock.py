@@ -40,6 +40,16 @@ def test_second_taker_is_refused_naming_the_holder(holder):
     assert record["pid"] == process.pid and record["started"] in message
 
 
+def test_a_holder_without_its_record_yet_is_described_in_plain_words(holder):
+    # Between taking the lock and writing run.lock.json, the holder is still nameless.
+    model_dir, _ = holder
+    (model_dir / HOLDER_FILE).unlink()
+    with pytest.raises(RunLockedError) as refused:
+        RunLock(model_dir).acquire()
+    assert f"{model_dir} is in use by another run: a run that has not yet written its pid " \
+           "and host. Wait" in str(refused.value)
+
+
 def test_second_train_script_stops_at_once(holder, tiny_multi30k):
     model_dir, process = holder
     started = time.monotonic()

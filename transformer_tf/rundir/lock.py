@@ -57,7 +57,7 @@ class RunLockedError(RuntimeError):
 
 def _describe(holder: dict | None) -> str:
     if not holder:
-        return "another process (it has not yet recorded who it is)"
+        return "a run that has not yet written its pid and host"
     return (f"pid {holder.get('pid')} on host {holder.get('host')}, started "
             f"{holder.get('started')}")
 
