@@ -57,11 +57,11 @@ class FakeRunner:
 
 @pytest.fixture
 def serve_section(tmp_path, monkeypatch):
-    run_all = _load_run_all()
+    section = _load_run_all().serving_section
     source = tmp_path / "test_2016.en"
     source.write_text("".join(f"{x}\n" for x in SENTENCES))
-    monkeypatch.setattr(run_all, "_test_2016_source", lambda: source)
-    monkeypatch.setattr(run_all, "missing_modules", lambda names: None)
+    monkeypatch.setattr(section, "_test_2016_source", lambda: source)
+    monkeypatch.setattr(section, "missing_modules", lambda names: None)
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     # Not a Transformer shape bench/common can count: no GFLOP/s figures are added.
@@ -80,7 +80,7 @@ def serve_section(tmp_path, monkeypatch):
     def run(changed=()):
         runner = FakeRunner(prepared, changed)
         benchmarks = {}
-        fast_paths = run_all._serving(runner, benchmarks, model_dir, len(SENTENCES))
+        fast_paths = section.serving(runner, benchmarks, model_dir, len(SENTENCES))
         return runner, benchmarks, fast_paths
     return run
 
