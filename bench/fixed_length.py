@@ -1,15 +1,20 @@
 """The search the decoding benchmarks time: the library's own search over the model
 (`search_with_lengths`, what `search_model` runs in production), with EOS forbidden so
-that every sentence produces exactly `length` tokens, and static lengths (XLA compiles it
-once)."""
+that every sentence produces exactly `length` tokens. Without XLA it is the served graph
+path (`search_model`'s: decoder caches that grow by one position per step, finished
+sentences dropped from the batch); under XLA the caches have a static size of `length`
+positions, so that the search compiles once."""
 from __future__ import annotations
 
 from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID
 from transformer_tf.decoding.model_driver import search_with_lengths
 
 
-def fixed_length_search(model, source_ids, beam_size: int, alpha: float, length: int):
-    """SearchResult of exactly `length` tokens per sentence (n_best 1)."""
+def fixed_length_search(model, source_ids, beam_size: int, alpha: float, length: int,
+                        static_cache: bool = False):
+    """SearchResult of exactly `length` tokens per sentence (n_best 1); `static_cache`:
+    fixed-size decoder caches (for XLA) instead of the served path's growing ones."""
     return search_with_lengths(
         model, source_ids, beam_size=beam_size, alpha=alpha, n_best=1, max_lengths=length,
-        cache_length=length, max_decode_length=length, forbidden_ids=(PAD_ID, BOS_ID, EOS_ID))
+        cache_length=length if static_cache else None, max_decode_length=length,
+        forbidden_ids=(PAD_ID, BOS_ID, EOS_ID))

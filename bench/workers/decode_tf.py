@@ -4,11 +4,12 @@
         [--batch 32 --source-len 32 --output-len 32 --warmup 1 --repeats 3]
 
 A random-weight `Transformer` encodes `batch` random source sentences of `source_len`
-tokens (the last one EOS) and decodes exactly `output_len` tokens each: the step
-function is the one `transformer_tf.decoding.model_driver.search_model` builds (cached
-`decode_step`, encoder keys/values computed once, one row per sentence, PAD and BOS
-forbidden) with EOS forbidden as well, so random weights never stop early, and the
-searches get `max_lengths = output_len` (a static length, so XLA can compile it).
+tokens (the last one EOS) and decodes exactly `output_len` tokens each: the search is
+`transformer_tf.decoding.model_driver.search_model`'s (cached `decode_step`, encoder
+keys/values computed once, one row per sentence, PAD and BOS forbidden) with EOS
+forbidden as well, so random weights never stop early, and `max_lengths = output_len`.
+XLA off: the served graph path, caches growing step by step; XLA on: caches of a static
+`output_len` positions, so that XLA compiles the search once (bench/fixed_length.py).
 Beam search uses alpha 0.6. Every (shape, XLA mode, beam) runs in this one process.
 Prints one JSON object whose "runs" hold, per configuration: decode times, output tokens/s
 (batch x output_len / time, best hypothesis only), sentences/s and GFLOP/s
@@ -79,8 +80,9 @@ def main(argv=None):
             for beam in common.csv_list(args.beams, int):
                 # The library's decode path; EOS forbidden: exactly `length` tokens.
                 @tf.function(jit_compile=(xla == "on"))
-                def decode(source_ids, beam=beam):
-                    return fixed_length_search(model, source_ids, beam, 0.6, length)
+                def decode(source_ids, beam=beam, xla=xla):
+                    return fixed_length_search(model, source_ids, beam, 0.6, length,
+                                               static_cache=(xla == "on"))
 
                 outputs = []
 
