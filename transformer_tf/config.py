@@ -13,8 +13,10 @@ order (see `transformer_tf.data.bpe`) and the model masks `PAD_ID`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import numbers
+import typing
 from typing import Any
 
 PAD_ID = 0
@@ -22,6 +24,9 @@ UNK_ID = 1
 BOS_ID = 2
 EOS_ID = 3
 NUM_SPECIAL_IDS = 4
+# The character coverage sentencepiece's trainer accepts (its trainer_interface.cc checks
+# it): `data.bpe.BpeOptions` and prepare_data's flag refuse anything else.
+CHARACTER_COVERAGE = (0.98, 1.0)
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 EMBEDDING_SHARING = ("all", "target", "none")
@@ -60,8 +65,44 @@ def check_n_best(n_best, beam_size: int) -> None:
            f"expected an integer in [1, beam_size={beam_size}], got {n_best!r}")
 
 
+@functools.lru_cache(maxsize=None)
+def _scalar_fields(config_class) -> tuple[tuple[str, type, bool], ...]:
+    """(name, type, optional) of each field of `config_class` declared bool, int or float,
+    or one of them `| None` (optional)."""
+    hints = typing.get_type_hints(config_class)
+    found = []
+    for field in dataclasses.fields(config_class):
+        declared = hints[field.name]
+        others = [t for t in typing.get_args(declared) if t is not type(None)]
+        optional = len(others) == 1 and len(typing.get_args(declared)) == 2
+        scalar = others[0] if optional else declared
+        if scalar in (bool, int, float):
+            found.append((field.name, scalar, optional))
+    return tuple(found)
+
+
+def _is_a(value, scalar: type) -> bool:
+    """Whether `value` is a `scalar` (bool, int or float): a bool only for bool (1 and 0
+    too); an integer for int and any real number for float, never a bool."""
+    if scalar is bool:
+        return not isinstance(value, str) and value in (True, False)
+    kind = numbers.Integral if scalar is int else numbers.Real
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
 class _Serialisable:
     """get_config / from_config / JSON helpers shared by the config dataclasses."""
+
+    def _check_types(self) -> None:
+        """Each bool, int or float field holds one (None where it is optional), so that a
+        configuration file's "abc" or "False" is refused by the field's name rather than
+        compared with a number or taken as true. The fields' own checks follow."""
+        words = {bool: "true or false", int: "an integer", float: "a number"}
+        for name, scalar, optional in _scalar_fields(type(self)):
+            value = getattr(self, name)
+            if not (_is_a(value, scalar) or (optional and value is None)):
+                raise ConfigError(f"{name}: expected {words[scalar]}"
+                                  f"{' or null' if optional else ''}, got {value!r}")
 
     def get_config(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -162,6 +203,7 @@ class ModelConfig(_Serialisable):
     source_cursor: bool = False
 
     def __post_init__(self):
+        self._check_types()
         def positive_int(name):
             value = getattr(self, name)
             _check(
@@ -300,6 +342,7 @@ class ConvS2SConfig(_Serialisable):
     max_position: int = 1024
 
     def __post_init__(self):
+        self._check_types()
         # Frozen dataclass: normalise JSON lists to tuples once, here.
         object.__setattr__(self, "encoder_layers", _stack(self.encoder_layers, "encoder_layers"))
         object.__setattr__(self, "decoder_layers", _stack(self.decoder_layers, "decoder_layers"))
@@ -447,6 +490,7 @@ class TrainingConfig(_Serialisable):
     train_steps: int | None = None
 
     def __post_init__(self):
+        self._check_types()
         _check(self.train_steps is None or (isinstance(self.train_steps, int)
                                             and self.train_steps > 0),
                "train_steps", f"expected a positive integer or None, got {self.train_steps!r}")
@@ -565,6 +609,7 @@ class DecodingConfig(_Serialisable):
     stopping: str = "exact"
 
     def __post_init__(self):
+        self._check_types()
         _check(isinstance(self.beam_size, int) and self.beam_size > 0, "beam_size",
                f"expected a positive integer, got {self.beam_size!r}")
         _check(self.alpha >= 0, "alpha", f"expected a non-negative number, got {self.alpha!r}")

@@ -4,6 +4,7 @@ ends the command at parse time with argparse's usage line and `error: argument -
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 
@@ -32,22 +33,41 @@ def _int(text: str) -> int:
 
 
 def non_negative_float(text: str) -> float:
-    """A finite number >= 0 (length penalties)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
+    """A finite number >= 0 (length penalties; budgets where 0 means none)."""
+    value = _finite_float(text)
+    if value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, got {text}")
     return value
 
 
 def positive_float(text: str) -> float:
     """A finite number > 0 (budgets in minutes or passes)."""
-    value = non_negative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    value = _finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number more than 0, got {text}")
     return value
+
+
+def _finite_float(text: str) -> float:
+    """`text` as a float; not a number, NaN or infinite: ArgumentTypeError."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
+def float_between(low: float, high: float):
+    """The type of a flag taking a number in [low, high] (a share, a fraction)."""
+    def number(text: str) -> float:
+        value = _finite_float(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {text}")
+        return value
+
+    return number
 
 
 # What --version names besides the package: the libraries a bug report needs.

@@ -13,6 +13,7 @@ from typing import Any
 from transformer_tf.cli.arguments import (
     non_negative_float,
     non_negative_int,
+    positive_float,
     positive_int,
 )
 from transformer_tf.config import (
@@ -177,8 +178,9 @@ SHARED = {
     # Training plans and checks.
     "max_steps": SharedFlag("--max-steps", {"type": positive_int},
                             "train this many steps in total"),
-    "epochs": SharedFlag("--epochs", {"type": float}),
-    "train_minutes": SharedFlag("--train-minutes", {"type": float}),
+    "epochs": SharedFlag("--epochs", {"type": positive_float}),
+    # The jobs' time budget; 0 means none (then --epochs or --max-steps), never negative.
+    "train_minutes": SharedFlag("--train-minutes", {"type": non_negative_float}),
     "eval_every": SharedFlag("--eval-every", {"type": positive_int}),
     "validation_sentences": SharedFlag("--validation-sentences", {"type": non_negative_int}),
     "average_last": SharedFlag("--average-last", {"type": positive_int}),

@@ -113,7 +113,7 @@ def _run(parser, args) -> int:
     if args.dump_config:
         print(dump_config(choice, vocab_size=args.vocab_size, precision=args.precision))
         return 0
-    minutes = args.train_minutes if args.train_minutes and args.train_minutes > 0 else None
+    minutes = args.train_minutes or None  # 0: no time limit (never negative: the flag's type)
     if minutes is None and args.epochs is None and args.max_steps is None:
         parser.error("--train-minutes 0 needs --epochs or --max-steps")
     if args.early_stopping is not None and args.validation_sentences == 0:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import pathlib
+import typing
 from typing import Any
 
 from transformer_tf.cli.config_files import (
@@ -119,10 +121,11 @@ def dump_config(choice: ModelChoice, data_dir: str | None = None,
 def parse_overrides(pairs, config_class, flag: str = "--option") -> dict[str, Any]:
     """Command-line overrides ["d_model=256", "clip_norm=1.0"] -> {"d_model": 256, ...}.
 
-    Values are parsed as JSON when they can be (numbers, true/false, null), else kept as
-    strings. Unknown fields raise ConfigError naming the flag and the known fields.
+    Each value is read as its field's declared type (`field_value`). An unknown field, or a
+    value that is not of its field's type, raises ConfigError naming the flag and the field.
     """
     fields = {f.name for f in dataclasses.fields(config_class)}
+    types = typing.get_type_hints(config_class)
     result: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
@@ -130,7 +133,59 @@ def parse_overrides(pairs, config_class, flag: str = "--option") -> dict[str, An
             raise ConfigError(f"{flag} {pair!r}: expected FIELD=VALUE with FIELD one of "
                               f"{sorted(fields)}")
         try:
-            result[key] = json.loads(value)
-        except json.JSONDecodeError:
-            result[key] = value
+            result[key] = field_value(value, types[key])
+        except ValueError as error:
+            raise ConfigError(f"{flag} {pair}: {error}") from None
     return result
+
+
+NULLS = ("null", "none")
+TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def field_value(text: str, declared) -> Any:
+    """`text` read as a value of the type `declared` (a field's annotation): bool from
+    true/false, 1/0, yes/no; int; a finite float; str as it is; a tuple from a JSON list;
+    None from null/none where the type is optional (`X | None`). Else ValueError saying
+    what was expected. Other types take the JSON value of `text`, or `text` itself."""
+    optional = type(None) in typing.get_args(declared)
+    if optional:
+        if text.strip().lower() in NULLS:
+            return None
+        others = [t for t in typing.get_args(declared) if t is not type(None)]
+        declared = others[0] if len(others) == 1 else Any
+    or_null = " or null" if optional else ""
+    if declared is bool:
+        word = text.strip().lower()
+        if word not in TRUE + FALSE:
+            raise ValueError(f"expected true or false{or_null}")
+        return word in TRUE
+    if declared is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"expected an integer{or_null}") from None
+    if declared is float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"expected a number{or_null}") from None
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite number{or_null}")
+        return value
+    if declared is str:
+        return text
+    if (typing.get_origin(declared) or declared) is tuple:
+        value = _json_or_text(text)
+        if not isinstance(value, list):
+            raise ValueError(f"expected a JSON list{or_null}")
+        return tuple(value)
+    return _json_or_text(text)
+
+
+def _json_or_text(text: str) -> Any:
+    """`text` parsed as JSON when it is JSON, else `text` itself."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text

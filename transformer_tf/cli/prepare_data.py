@@ -8,10 +8,15 @@ import argparse
 import logging
 import sys
 
-from transformer_tf.cli.arguments import add_version_flag, positive_int
+from transformer_tf.cli.arguments import (
+    add_version_flag,
+    float_between,
+    non_negative_int,
+    positive_int,
+)
 from transformer_tf.cli.errors import run_command
 from transformer_tf.cli.flags import add_flag, add_quiet_flag
-from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from transformer_tf.config import BOS_ID, CHARACTER_COVERAGE, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data.text_lines import CorpusError
 from transformer_tf.runtime import console
 
@@ -70,20 +75,22 @@ def build_parser() -> argparse.ArgumentParser:
         for side, name in (("src", "source"), ("tgt", "target")):
             parser.add_argument(f"--{split}-{side}", default=None,
                                 help=f"--dataset files: {name} file of the {split} split")
-    parser.add_argument("--max-length", type=positive_int, default=256,
+    parser.add_argument("--max-length", type=non_negative_int, default=256,
                         help="drop training pairs with a side longer than this many BPE tokens "
                              "(EOS/BOS included); valid and test are never filtered; 0 keeps "
                              "every length (default: 256)")
     parser.add_argument("--normalization", choices=("identity", "nmt_nfkc"), default="identity",
                         help="sentencepiece normalisation: identity (only extra spaces removed; "
                              "default) or nmt_nfkc (NFKC + NMT clean-ups)")
-    parser.add_argument("--character-coverage", type=float, default=0.9999,
-                        help="share of characters given their own piece; the rest use byte "
-                             "pieces (default: 0.9999)")
+    parser.add_argument("--character-coverage", type=float_between(*CHARACTER_COVERAGE),
+                        default=0.9999,
+                        help=f"share of characters given their own piece, from "
+                             f"{CHARACTER_COVERAGE[0]} to {CHARACTER_COVERAGE[1]}; the rest use "
+                             f"byte pieces (default: 0.9999)")
     parser.add_argument("--no-byte-fallback", action="store_true",
                         help="map unknown characters to <unk> instead of UTF-8 byte pieces "
                              "(then detokenize(tokenize(s)) == s no longer always holds)")
-    parser.add_argument("--max-bpe-sentences", type=positive_int, default=2_000_000,
+    parser.add_argument("--max-bpe-sentences", type=non_negative_int, default=2_000_000,
                         help="train BPE on a seeded sample of at most this many sentences of "
                              "both languages; 0 uses all (default: 2,000,000)")
     add_flag(parser, "seed", default=1234, help="seed of that sample (default: 1234)")

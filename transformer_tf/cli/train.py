@@ -23,6 +23,7 @@ import sys
 from transformer_tf.cli.arguments import (
     add_version_flag,
     non_negative_int,
+    positive_float,
     positive_int,
 )
 from transformer_tf.cli.errors import run_command
@@ -63,7 +64,7 @@ def main(argv=None):
                                      "base 100k, big 300k)")
     add_flag(plan, "max_steps", help="train until this many optimizer steps")
     add_flag(plan, "epochs", help="train for this many passes over the data")
-    plan.add_argument("--max-minutes", type=float,
+    plan.add_argument("--max-minutes", type=positive_float,
                       help="stop cleanly (with a checkpoint) once the run has trained this "
                            "many minutes in all (a resumed run trains what is left)")
     add_flag(parser, "eval_every", default=1000,

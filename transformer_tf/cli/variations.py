@@ -61,7 +61,7 @@ def main(argv=None):
                         help=f"comma-separated groups of {','.join(ROW_GROUPS)} (default all "
                              "of the plan)")
     budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--budget-minutes", type=float, help="training minutes per row")
+    budget.add_argument("--budget-minutes", type=positive_float, help="training minutes per row")
     add_flag(budget, "max_steps", help="training steps per row")
     add_option_flags(parser, "change the base model before the rows are derived, e.g. "
                              "num_layers=2 (repeatable)",

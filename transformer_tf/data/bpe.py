@@ -46,7 +46,14 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops; SavedModel consumers need it too)
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
-from transformer_tf.config import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID, UNK_ID
+from transformer_tf.config import (
+    BOS_ID,
+    CHARACTER_COVERAGE,
+    EOS_ID,
+    NUM_SPECIAL_IDS,
+    PAD_ID,
+    UNK_ID,
+)
 from transformer_tf.data import wordpiece
 
 logger = logging.getLogger(__name__)
@@ -65,8 +72,9 @@ class BpeOptions:
         `byte_fallback`, the 256 byte pieces.
       normalization: "identity" (default; see the module docstring) or "nmt_nfkc".
       byte_fallback: spell unknown characters as UTF-8 byte pieces instead of <unk>.
-      character_coverage: share of characters (by frequency) that get their own piece;
-        the rest fall back to bytes (or <unk> without byte fallback).
+      character_coverage: share of characters (by frequency) that get their own piece,
+        in `CHARACTER_COVERAGE` (0.98 to 1); the rest fall back to bytes (or <unk> without
+        byte fallback). Unused by word pieces.
       max_training_sentences: at most this many sentences (a seeded uniform sample over
         both languages) train the model; 0 uses them all. Large corpora (WMT) need a cap.
       seed: seed of that sample.
@@ -103,6 +111,11 @@ class BpeOptions:
             raise ValueError(
                 f"normalization: expected one of {NORMALIZATIONS}, got {self.normalization!r}"
             )
+        low, high = CHARACTER_COVERAGE
+        if not (isinstance(self.character_coverage, (int, float))
+                and low <= self.character_coverage <= high):
+            raise ValueError(f"character_coverage: expected a number from {low} to {high}, "
+                             f"got {self.character_coverage!r}")
         minimum = NUM_SPECIAL_IDS + (256 if self.byte_fallback else 0) + 1
         if self.vocab_size < minimum:
             raise ValueError(
