@@ -203,3 +203,54 @@ def test_evalb_script(tmp_path, capsys):
     test.write_text("(TOP (S (NP (NN it)) (VP (VBD rained))))\n")
     assert main([str(gold), str(test)]) == 2
     assert "1 test trees" in capsys.readouterr().err
+
+
+def run_evalb_script(argv, capsys):
+    """scripts/evalb.py's main on `argv`: (exit status, stdout, stderr)."""
+    import pathlib
+    import runpy
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "evalb.py"
+    status = runpy.run_path(str(script))["main"]([str(arg) for arg in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+TREE = "(TOP (S (NP (NN it)) (VP (VBD rained)) (. .)))"
+
+
+def test_evalb_script_names_the_file_and_line_of_invalid_utf8(tmp_path, capsys):
+    gold, test = tmp_path / "gold", tmp_path / "test"
+    gold.write_text(f"{TREE}\n{TREE}\n")
+    test.write_bytes(f"{TREE}\n".encode() + b"(TOP (S (NP (NN caf\xff)) (. .)))\n")
+    status, out, err = run_evalb_script([gold, test], capsys)
+    assert status == 2 and out == ""
+    assert f"error: {test}:2: invalid UTF-8 at byte 19" in err
+
+
+def test_evalb_script_splits_lines_at_newlines_only(tmp_path, capsys):
+    """U+2028 (or U+0085, form feed...) inside a tree is a character, not a line end:
+    str.splitlines made two lines of it and a false count mismatch. (The tree reader
+    takes it for the space between two brackets.)"""
+    tree = "(TOP (S (NP (NN it))\u2028(VP (VBD rained)) (. .)))"
+    gold, test = tmp_path / "gold", tmp_path / "test"
+    gold.write_text(f"{tree}\n{TREE}\n", encoding="utf-8")
+    test.write_text(f"{tree}\r\n{TREE}", encoding="utf-8")  # CRLF and no final newline
+    status, out, err = run_evalb_script([gold, test], capsys)
+    assert status == 0, err
+    assert "F1 100.00" in out and "error line" not in out
+
+
+@pytest.mark.parametrize("empty", ["gold", "test", "both", "against"])
+def test_evalb_script_refuses_empty_files(empty, tmp_path, capsys):
+    """Two empty files scored F1 0.00 with exit 0; an empty file is refused, named."""
+    files = {name: tmp_path / name for name in ("gold", "test", "against")}
+    for name, path in files.items():
+        path.write_text("" if empty in (name, "both") else f"{TREE}\n")
+    if empty == "both":
+        files["test"].write_text("")
+    status, out, err = run_evalb_script(
+        [files["gold"], files["test"], "--against", files["against"]], capsys)
+    named = files["gold" if empty == "both" else empty]
+    assert status == 2 and out == ""
+    assert f"error: {named} is empty: nothing to score" in err

@@ -93,6 +93,20 @@ def test_reports_bad_utf8_with_file_and_line(files, tmp_path):
     assert f"{bad}:4: invalid UTF-8" in out.stderr
 
 
+def test_refuses_hypotheses_with_scores(files, tmp_path):
+    """`translate --scores` output scored BLEU 82.65 against identical references, the
+    scores read as words; now exit 2 naming the file and how to strip the field, for
+    --hyp and --against alike."""
+    _, ref = files
+    scored = tmp_path / "hyp_scores.de"
+    scored.write_text("".join(f"{line}\t-1.0039\n" for line in REFS), encoding="utf-8")
+    out = run("--hyp", scored, "--ref", ref)
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"{scored}:1: " in out.stderr and f"cut -f1 {scored}" in out.stderr
+    out = run("--hyp", ref, "--ref", ref, "--against", scored)
+    assert out.returncode == 2 and f"{scored}:1: " in out.stderr
+
+
 def test_multiple_references_and_flags(files, tmp_path):
     hyp, ref = files
     ref2 = tmp_path / "ref2.txt"

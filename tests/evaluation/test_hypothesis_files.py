@@ -62,6 +62,27 @@ def test_line_counts_must_match(tmp_path):
     assert read_hypotheses_and_references(hyp, [ref, ref]) == (["a", "b"], [["x", "y"]] * 2)
 
 
+def test_hypotheses_with_a_score_field_are_refused(tmp_path):
+    """What `translate --scores` writes ("text<TAB>score", an empty translation "<TAB>0.0")
+    was scored with the numbers as words; it is refused, naming the file and line 1."""
+    hyp, ref = tmp_path / "hyp_scores.de", tmp_path / "ref.de"
+    ref.write_text("Ein Hund läuft.\n\nZwei Katzen.\n", encoding="utf-8")
+    held = "Ein Hund läuft.\t-1.0039\n\t0.0000\nZwei Katzen.\t-2.5e-01\n"
+    hyp.write_text(held, encoding="utf-8")
+    with pytest.raises(EvaluationInputError,
+                       match=rf"^{hyp}:1: 'Ein Hund läuft.\\t-1.0039': every line ends in a "
+                             rf"tab and a number.*cut -f1 {hyp}"):
+        read_hypotheses_and_references(hyp, ref)
+    assert hyp.read_text(encoding="utf-8") == held
+
+
+def test_a_tab_in_some_translations_is_text(tmp_path):
+    hyp, ref = tmp_path / "hyp.de", tmp_path / "ref.de"
+    hyp.write_text("Zimmer\t12\nPreis\t-3.5 Euro\n", encoding="utf-8")
+    ref.write_text("a\nb\n")
+    assert read_hypotheses_and_references(hyp, ref)[0] == ["Zimmer\t12", "Preis\t-3.5 Euro"]
+
+
 @pytest.mark.parametrize("name,lang", [
     ("test_2016_flickr.de.gz", "de"), ("newstest2014.tok.de", "de"), ("out.fr", "fr"),
     ("val.en.txt", "en"), ("ref.txt", None), ("ref", None), ("hyp.gz", None),

@@ -40,6 +40,8 @@ def pair_files(tmp_path_factory):
     (root / "src.en").write_text("".join(s + "\n" for s, _ in PAIRS), encoding="utf-8")
     (root / "tgt.de").write_text("".join(t + "\n" for _, t in PAIRS), encoding="utf-8")
     (root / "short.de").write_text(PAIRS[0][1] + "\n", encoding="utf-8")
+    (root / "scored.de").write_text("".join(f"{t}\t-1.0039\n" for _, t in PAIRS),
+                                    encoding="utf-8")  # as translate --scores writes
     return root
 
 
@@ -79,7 +81,7 @@ def test_files_from_a_run_directory_score_the_pieces(tiny_run, pair_files, capsy
 
 
 @pytest.mark.parametrize("case", ["no_separator", "count_mismatch", "target_too_long",
-                                  "one_file"])
+                                  "one_file", "scored_target"])
 def test_bad_input_is_one_error_line_naming_file_and_line(case, tiny_run, pair_files, capsys,
                                                           monkeypatch):
     model = ["--model-dir", str(tiny_run)]
@@ -92,6 +94,9 @@ def test_bad_input_is_one_error_line_naming_file_and_line(case, tiny_run, pair_f
         "target_too_long": (model, stdin_pairs(PAIRS[:1] + [("A dog.", "ein " * 40)]),
                             "<stdin>: line 2: the target is longer"),
         "one_file": (model + ["--src", str(pair_files / "src.en")], b"", "--tgt"),
+        "scored_target": (model + ["--src", str(pair_files / "src.en"), "--tgt",
+                                   str(pair_files / "scored.de")], b"",
+                          f"{pair_files / 'scored.de'}:1: "),
     }[case]
     status, out, err = run(argv, capsys, monkeypatch, stdin)
     assert status == 2 and out == ""

@@ -135,8 +135,73 @@ def test_resume_point_cuts_a_partial_line_or_group(tmp_path):
     assert resume_point(path) == 2  # nothing more to cut
     # n-best: whole groups of 3 lines only.
     path.write_bytes(b"0 ||| a ||| -1\n0 ||| b ||| -2\n0 ||| c ||| -3\n1 ||| d ||| -1\n1 ||| e")
-    assert resume_point(path, lines_per_input=3) == 1
+    assert resume_point(path, OutputFormat(n_best=3)) == 1
     assert path.read_bytes() == b"0 ||| a ||| -1\n0 ||| b ||| -2\n0 ||| c ||| -3\n"
+
+
+def written_lines(output_format, inputs):
+    """What `output_format` writes for `inputs` input lines (made-up hypotheses)."""
+    hypotheses = "abc"[:output_format.n_best]
+    return "".join(output_format.format(number, [f"Satz {number}{h}" for h in hypotheses],
+                                        [-1.5, -2.25, -3.0]) for number in range(inputs))
+
+
+@pytest.mark.parametrize("written, resumed, named", [
+    (OutputFormat(n_best=2), OutputFormat(), "--n-best 2, this run has neither --n-best "
+                                             "nor --scores"),
+    (OutputFormat(n_best=2), OutputFormat(n_best=3), "--n-best 2, this run has --n-best 3"),
+    (OutputFormat(n_best=3), OutputFormat(n_best=2), "--n-best 3, this run has --n-best 2"),
+    (OutputFormat(n_best=2), OutputFormat(scores=True), "--n-best 2, this run has --scores"),
+    (OutputFormat(scores=True), OutputFormat(), "--scores, this run has neither --n-best "
+                                                "nor --scores"),
+    (OutputFormat(scores=True), OutputFormat(n_best=2), "--scores, this run has --n-best 2"),
+    (OutputFormat(), OutputFormat(scores=True), "neither --n-best nor --scores, this run "
+                                                "has --scores"),
+    (OutputFormat(), OutputFormat(n_best=2), "neither --n-best nor --scores, this run has "
+                                             "--n-best 2"),
+])
+def test_a_resume_in_another_output_format_is_refused(written, resumed, named, tmp_path):
+    """Counting the lines of a file written in another format skips inputs (an n-best
+    file holds several lines per input) and mixes two formats in one file: refused,
+    naming the file and the options, with the file left as it is (partial line too)."""
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("".join(f"line {i}\n" for i in range(8)))
+    held = written_lines(written, 3) + "Satz 3a ||| -"
+    output.write_text(held, encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{output}: was written with {named}"):
+        check_output(str(source), str(output), True, resumed)
+    assert output.read_text(encoding="utf-8") == held
+
+
+@pytest.mark.parametrize("output_format", [OutputFormat(), OutputFormat(scores=True),
+                                           OutputFormat(n_best=2), OutputFormat(n_best=3)])
+def test_a_resume_in_the_same_format_counts_inputs_not_lines(output_format, tmp_path):
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("".join(f"line {i}\n" for i in range(8)))
+    whole = written_lines(output_format, 3)
+    output.write_text(whole + written_lines(output_format, 4)[len(whole):][:-3],
+                      encoding="utf-8")  # the fourth input's lines, cut by a kill
+    assert check_output(str(source), str(output), True, output_format) == 3
+    assert output.read_text(encoding="utf-8") == whole
+
+
+def test_plain_lines_may_hold_tabs_and_bars(tmp_path):
+    """Plain translations are any text: a file is taken for a --scores or n-best one only
+    when every line has that form."""
+    path = tmp_path / "out.txt"
+    held = "Preis\t12.5\n0 ||| a ||| -1.0\nnur Text\n"
+    path.write_text(held)
+    assert resume_point(path) == 3
+    assert path.read_text() == held
+
+
+def test_a_damaged_line_of_a_scored_file_is_named(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("eins\t-1.0000\nzwei\n")
+    with pytest.raises(ValueError, match=rf"^{path}: line 2: 'zwei' is not a line that "
+                                         "--scores writes"):
+        resume_point(path, OutputFormat(scores=True))
+    assert path.read_text() == "eins\t-1.0000\nzwei\n"
 
 
 def test_an_existing_output_is_refused_without_resume(tmp_path):
@@ -258,6 +323,54 @@ def test_the_command_resumes_an_output(translator, run_dir, sentences, tmp_path,
     # --src alone writes to stdout, as the stdin path does.
     assert translate_cli.main(argv[:4] + argv[6:]) == 0
     assert capsys.readouterr().out == "".join(h[0] + "\n" for h in expected)
+
+
+@pytest.fixture(scope="module")
+def nbest_translator(run_dir):
+    decoding = source_decoding(model_dir=run_dir).replace(beam_size=2, max_extra_length=3)
+    return load_translator(model_dir=str(run_dir), decoding=decoding, n_best=2)
+
+
+def test_the_command_refuses_to_resume_in_another_format(translator, nbest_translator,
+                                                         run_dir, sentences, tmp_path,
+                                                         monkeypatch, capsys):
+    """The audit's case: two inputs translated with --n-best 2, then six resumed without
+    it exited 0 with inputs 3-4 missing. Now refused (exit 2, the file left as it is);
+    resumed with --n-best 2, the file holds all six inputs' groups, as one run writes."""
+    import transformer_tf.inference.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "load_translator",
+                        lambda **kwargs: nbest_translator if kwargs["n_best"] == 2
+                        else translator)
+    two, six = tmp_path / "two.en", tmp_path / "six.en"
+    two.write_text("\n".join(sentences[:2]) + "\n", encoding="utf-8")
+    six.write_text("\n".join(sentences[:6]) + "\n", encoding="utf-8")
+    output, one_run = tmp_path / "o.txt", tmp_path / "one_run.txt"
+
+    def translate(source, out, *options):
+        return translate_cli.main(["--model-dir", str(run_dir), "--src", str(source),
+                                   "--output", str(out), "--quiet", "--beam-size", "2",
+                                   "--max-extra-length", "3", *options])
+
+    assert translate(two, output, "--n-best", "2") == 0
+    written = output.read_bytes()
+    capsys.readouterr()
+    for options in (["--resume"], ["--resume", "--scores"], ["--resume", "--n-best", "1"]):
+        assert translate(six, output, *options) == 2
+        err = capsys.readouterr().err
+        assert f"error: {output}: was written with --n-best 2, this run has" in err
+        assert output.read_bytes() == written
+
+    assert translate(six, output, "--resume", "--n-best", "2") == 0
+    assert translate(six, one_run, "--n-best", "2") == 0
+
+    def numbers_and_texts(path):
+        return [tuple(line.split(" ||| ")[:2])
+                for line in path.read_text(encoding="utf-8").splitlines()]
+
+    resumed = numbers_and_texts(output)
+    assert [int(number) for number, _ in resumed] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert resumed == numbers_and_texts(one_run)
 
 
 def test_a_batch_that_does_not_fit_is_split_down_to_one_sentence():

@@ -1,6 +1,7 @@
 """Score parse trees against gold trees with EVALB's COLLINS.prm rules (no TensorFlow).
 
-One bracketed tree per line in each file, line i of TEST parsing line i of GOLD. Prints
+One bracketed tree per line in each file (UTF-8, ".gz" read as text, lines ended by "\\n"
+only), line i of TEST parsing line i of GOLD; an empty file is refused. Prints
 bracketing recall, precision, F1, complete match, average crossing and tagging accuracy
 for all sentences and for those of at most 40 words, and lists the error sentences
 (length or word mismatches, unreadable trees), which are left out of the scores.
@@ -45,6 +46,7 @@ def main(argv=None):
 def _run(parser, args) -> int:
 
     from transformer_tf.evaluation.evalb import evalb
+    from transformer_tf.evaluation.hypothesis_files import EvaluationInputError
     from transformer_tf.evaluation.paired_bootstrap import paired_bootstrap
 
     if args.against is not None and args.samples < 1:
@@ -53,7 +55,7 @@ def _run(parser, args) -> int:
         gold = _read_lines(args.gold)
         test = _read_lines(args.test)
         other = _read_lines(args.against) if args.against is not None else None
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, EvaluationInputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
@@ -89,6 +91,14 @@ def _run(parser, args) -> int:
 
 
 def _read_lines(path) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
+    """The trees of `path`, one a line, read as `evaluate` reads segment files
+    (`hypothesis_files.read_lines`): split at "\\n" only, so a U+2028 inside a tree does
+    not split it. Raises EvaluationInputError naming the file (and line, for invalid
+    UTF-8), also for an empty file, which would score F1 0.00 rather than fail."""
+    from transformer_tf.evaluation.hypothesis_files import EvaluationInputError, read_lines
+
+    lines = read_lines(path)
+    if not lines:
+        raise EvaluationInputError(f"{path} is empty: nothing to score")
+    return lines
 

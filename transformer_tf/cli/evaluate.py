@@ -43,7 +43,8 @@ examples:
   python scripts/evaluate.py --hyp new.de --against old.de --ref ref.de   # significance
 
 exit status: 0 on success; 2 on bad arguments or unusable input (missing, non-UTF-8 or
-damaged .gz file, different line counts), with the reason on stderr.
+damaged .gz file, different line counts, a --hyp whose lines end in a tab and a score as
+`translate --scores` writes them: strip it with `cut -f1`), with the reason on stderr.
 """
 
 

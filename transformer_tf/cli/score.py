@@ -57,10 +57,13 @@ def _run(args) -> int:
         pairs_from_lines,
         score_pairs,
     )
+    from transformer_tf.evaluation.hypothesis_files import refuse_score_fields
     from transformer_tf.inference.streaming import source_lines
 
     if args.src is not None:
         pairs, name = pairs_from_files(args.src, args.tgt), args.tgt
+        # Before the model loads: "translation<TAB>score" lines (translate --scores).
+        refuse_score_fields(args.tgt, [target for _, target in pairs])
     else:
         pairs, name = pairs_from_lines(source_lines(sys.stdin.buffer)), "<stdin>"
     scorer = load_scorer(model=args.model, model_dir=args.model_dir, checkpoint=args.checkpoint)

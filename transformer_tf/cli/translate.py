@@ -69,7 +69,8 @@ def main(argv=None):
     files.add_argument("--resume", action="store_true",
                        help="continue an --output an interrupted run left: its complete "
                             "lines are kept (a partial last line is cut) and the input lines "
-                            "they translate are skipped")
+                            "they translate are skipped; give the --n-best and --scores "
+                            "that wrote it (a file in another format is refused)")
     files.add_argument("--window", type=positive_int,
                        help="with --src or --output: input lines read and sorted by length "
                             "together (default: 16 x --batch-size)")

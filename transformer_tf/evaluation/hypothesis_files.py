@@ -6,6 +6,10 @@ at the start is ignored. Only "\\n" separates lines (not the other Unicode line 
 `str.splitlines` honours, which may occur inside a sentence). Files ending in ".gz" are
 decompressed. (The same reader as for corpora, `data.text_lines.iter_lines`.)
 
+A hypothesis file whose every line ends in a tab and a number (what `translate --scores`
+writes: "translation<TAB>-1.0039") is refused (`refuse_score_fields`): the numbers would
+be scored as words, silently lowering BLEU.
+
 Errors: `EvaluationInputError` for a file that cannot be read or scored;
 `LineCountMismatchError` (the corpus reader's class, `data.text_lines`, re-exported here) when
 hypotheses and references differ in length.
@@ -13,6 +17,7 @@ hypotheses and references differ in length.
 from __future__ import annotations
 
 import os
+import re
 from typing import Sequence
 
 from transformer_tf.data.text_lines import (
@@ -26,7 +31,14 @@ __all__ = [
     "LineCountMismatchError",
     "read_lines",
     "read_hypotheses_and_references",
+    "refuse_score_fields",
+    "SCORE_PATTERN",
 ]
+
+# A number as `translate` prints a score (its --scores and --n-best lines end in one).
+SCORE_PATTERN = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf|nan)"
+# A tab and a number at the end of a line: the score field `translate --scores` appends.
+_SCORE_FIELD = re.compile(r"\t" + SCORE_PATTERN + r"\Z")
 
 
 class EvaluationInputError(ValueError):
@@ -50,6 +62,28 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         raise EvaluationInputError(str(error)) from error
 
 
+def refuse_score_fields(path: str | os.PathLike, lines: Sequence[str]) -> None:
+    """Refuse translations that carry a score field: every line of `path` ending in a tab
+    and a number, as `translate --scores` writes them.
+
+    Refused rather than warned about: a warning still prints a wrong score (and --json
+    readers never see it), while refusing loses nothing (the file is not touched) and one
+    command strips the field. Only a file where every line has the field is refused, so
+    a tab inside some translations is not taken for a score.
+
+    Raises:
+      EvaluationInputError: naming the file and showing its first line.
+    """
+    if not lines or not all(_SCORE_FIELD.search(line) for line in lines):
+        return
+    first = lines[0] if len(lines[0]) <= 60 else lines[0][:57] + "..."
+    raise EvaluationInputError(
+        f"{os.fspath(path)}:1: {first!r}: every line ends in a tab and a number, the score "
+        "field `translate --scores` writes; the numbers would be read as words of the "
+        f"translations. Strip it first (`cut -f1 {os.fspath(path)}` prints the text "
+        "alone), or translate without --scores")
+
+
 def read_hypotheses_and_references(
     hyp_path: str | os.PathLike, ref_paths: str | os.PathLike | Sequence[str | os.PathLike]
 ) -> tuple[list[str], list[list[str]]]:
@@ -64,7 +98,8 @@ def read_hypotheses_and_references(
       reference file (sacrebleu's layout: reference_streams[k][i] is reference k of line i).
 
     Raises:
-      EvaluationInputError: unreadable or non-UTF-8 file, or no reference file given.
+      EvaluationInputError: unreadable or non-UTF-8 file, hypotheses with a score field
+        (`refuse_score_fields`), or no reference file given.
       LineCountMismatchError: a reference file's line count differs from the hypotheses'.
     """
     if isinstance(ref_paths, (str, os.PathLike)):
@@ -73,6 +108,7 @@ def read_hypotheses_and_references(
     if not ref_paths:
         raise EvaluationInputError("no reference file given")
     hypotheses = read_lines(hyp_path)
+    refuse_score_fields(hyp_path, hypotheses)
     streams = []
     for ref_path in ref_paths:
         references = read_lines(ref_path)

@@ -6,7 +6,9 @@ length-sorted batches (`batch.translate_lines`), and its output lines are writte
 input order in one write, flushed and synced to disk, so memory holds one window and a
 kill loses at most the window being written. Such an output file is resumed by counting
 its complete lines (`resume_point`): a partial last line (a kill during a write) is cut
-off, and the input lines already translated are skipped.
+off, and the input lines already translated are skipped. The lines show the format they
+were written in (`--n-best`: "LINE ||| text ||| score", `--scores`: a tab and a score at
+the end), and a resume in another format is refused rather than mixed into the file.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import itertools
 import logging
 import os
 import pathlib
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
@@ -23,11 +26,17 @@ from typing import BinaryIO
 from tqdm import tqdm
 
 from transformer_tf.data.text_lines import open_binary, strip_newline
+from transformer_tf.evaluation.hypothesis_files import SCORE_PATTERN
 from transformer_tf.inference.batch import LoadedTranslator, translate_lines
 
 logger = logging.getLogger(__name__)
 
 _BLOCK = 1 << 20  # bytes read at a time when counting lines
+
+# How an output line looks in each format (`OutputFormat.format`, read back by `_line_form`).
+_SCORE = SCORE_PATTERN.encode()
+_NBEST_LINE = re.compile(rb"(\d+) \|\|\| .* \|\|\| " + _SCORE, re.DOTALL)
+_SCORED_LINE = re.compile(rb".*\t" + _SCORE, re.DOTALL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +51,26 @@ class OutputFormat:
     @property
     def lines_per_input(self) -> int:
         return self.n_best  # 1: one line; more: one per hypothesis
+
+    @property
+    def kind(self) -> str:
+        """"n-best", "scores" or "plain": the form of its lines (`_line_form`)."""
+        if self.n_best > 1:
+            return "n-best"
+        return "scores" if self.scores else "plain"
+
+    @property
+    def options(self) -> str:
+        """The `translate` options that give this format, as messages name them."""
+        return {"n-best": f"--n-best {self.n_best}", "scores": "--scores",
+                "plain": "neither --n-best nor --scores"}[self.kind]
+
+    def writes(self, index: int, form: tuple[str, int]) -> bool:
+        """Whether a line of `form` (`_line_form`) can be line `index` (from 0) of a file
+        in this format. Any text is a plain translation, so "plain" takes every line."""
+        if self.kind == "n-best":
+            return form == ("n-best", index // self.n_best)
+        return self.kind == "plain" or form[0] == self.kind
 
     def format(self, number: int, hypotheses: list[str], scores) -> str:
         """The output lines ("\\n" after each) of input line `number` (0-based)."""
@@ -71,46 +100,90 @@ def count_source_lines(path) -> int:
     return count + (last != b"\n")
 
 
-def _end_of_line(handle: BinaryIO, wanted: int) -> int:
-    """The byte offset just after the `wanted`-th "\\n" of `handle` (0 for none)."""
-    if wanted == 0:
-        return 0
+def _line_form(line: bytes) -> tuple[str, int]:
+    """What an output line (without its "\\n") looks like: ("n-best", the number of its
+    input line) for 'LINE ||| text ||| score', ("scores", 0) for text, a tab and a score,
+    else ("plain", 0)."""
+    match = _NBEST_LINE.fullmatch(line)
+    if match:
+        return "n-best", int(match[1])
+    return ("scores" if _SCORED_LINE.fullmatch(line) else "plain"), 0
+
+
+def _written_with(handle: BinaryIO) -> str:
+    """The options that wrote an output file, as its first lines show them: n-best lines
+    numbered 0 (as many as --n-best), a score after a tab, or plain text."""
     handle.seek(0)
-    seen, offset = 0, 0
-    for block in iter(lambda: handle.read(_BLOCK), b""):
-        in_block = block.count(b"\n")
-        if seen + in_block >= wanted:
-            position = -1
-            for _ in range(wanted - seen):
-                position = block.index(b"\n", position + 1)
-            return offset + position + 1
-        seen += in_block
-        offset += len(block)
-    raise ValueError(f"fewer than {wanted} lines")  # the caller counted them: not reached
+    forms = (_line_form(strip_newline(raw)) for raw in handle)
+    kind, number = next(forms, ("plain", 0))
+    if kind != "n-best":
+        return OutputFormat(scores=kind == "scores").options
+    if number != 0:
+        return "n-best lines that do not start at input line 0"
+    return f"--n-best {1 + sum(1 for _ in itertools.takewhile(('n-best', 0).__eq__, forms))}"
 
 
-def resume_point(path, lines_per_input: int = 1) -> int:
+def _refusal(path, handle: BinaryIO, output_format: OutputFormat, number: int,
+             line: bytes) -> ValueError:
+    """The error for resuming `path` in `output_format` when its line `number` (from 1),
+    `line`, is not one that format writes."""
+    written = _written_with(handle)
+    if written != output_format.options:
+        return ValueError(
+            f"{path}: was written with {written}, this run has {output_format.options}: "
+            "resuming would mix two formats in the file and miscount the inputs it holds; "
+            "resume with the options that wrote it, or write to another --output (the file "
+            "was left as it is)")
+    text = line.decode("utf-8", errors="replace")
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return ValueError(f"{path}: line {number}: {shown!r} is not a line that "
+                      f"{output_format.options} writes: is the file another command's output? "
+                      "Write to another --output (the file was left as it is)")
+
+
+def resume_point(path, output_format: OutputFormat = OutputFormat()) -> int:
     """Input lines already translated in `path`, an output file `translate_stream` wrote
-    (0 if it does not exist): its complete lines, in whole groups of `lines_per_input`.
-    Anything after the last whole group (a partial line or group, left by a kill during
-    a write) is cut off the file, with a warning."""
+    (0 if it does not exist), to be continued in `output_format`.
+
+    The file's lines must be those `output_format` writes, since an n-best file holds
+    `n_best` lines per input and a mixed file is of no use: with --n-best N, line i
+    (from 0) is 'i // N ||| text ||| score'; with --scores, each ends in a tab and a
+    score; plain lines are any text, but a file whose every line has one of the other two
+    forms was not written plain. Otherwise ValueError, naming the file and the options it
+    was written with and those of this run (`OutputFormat.options`), or the line at
+    fault; the file is left as it is.
+
+    Its complete lines count, in whole groups of `output_format.lines_per_input`.
+    Anything after the last whole group (a partial line or group, left by a kill during a
+    write) is cut off the file, with a warning."""
     path = pathlib.Path(path)
     if not path.exists():
         return 0
+    group = output_format.lines_per_input
     with open(path, "r+b") as handle:
-        newlines = sum(block.count(b"\n") for block in iter(lambda: handle.read(_BLOCK), b""))
-        size = handle.tell()
-        done = newlines // lines_per_input
-        keep = _end_of_line(handle, done * lines_per_input)
+        lines, offset, keep, kinds = 0, 0, 0, set()
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break  # a partial last line
+            form = _line_form(raw[:-1])
+            if not output_format.writes(lines, form):
+                raise _refusal(path, handle, output_format, lines + 1, raw[:-1])
+            kinds.add(form[0])
+            lines, offset = lines + 1, offset + len(raw)
+            if lines % group == 0:
+                keep = offset
+        if output_format.kind == "plain" and lines and "plain" not in kinds:
+            handle.seek(0)
+            raise _refusal(path, handle, output_format, 1, strip_newline(handle.readline()))
+        size = handle.seek(0, os.SEEK_END)
         if keep < size:
             handle.truncate(keep)
             handle.flush()
             os.fsync(handle.fileno())
             logger.warning("%s: cut %d byte(s) after its last complete %s (left by an "
                            "interrupted run)", path, size - keep,
-                           "line" if lines_per_input == 1 else
-                           f"group of {lines_per_input} lines")
-    return done
+                           "line" if group == 1 else f"group of {group} lines")
+    return lines // group
 
 
 def translate_stream(translator: LoadedTranslator, lines: Iterable[str], out: BinaryIO, *,
@@ -149,8 +222,10 @@ def translate_stream(translator: LoadedTranslator, lines: Iterable[str], out: Bi
 
 def check_output(source, output, resume: bool, output_format: OutputFormat) -> int:
     """Before anything is loaded: the input lines an existing `output` already holds
-    (`resume_point`, with `resume`; 0 for a new file). Raises ValueError for an existing
-    output without `resume` (it is left as it is), or one that is the `source` file."""
+    (`resume_point`, with `resume`; 0 for a new file). Raises ValueError, leaving the file
+    as it is, for an existing output without `resume`, one that is the `source` file, or
+    one written in another format than `output_format` (another --n-best, --scores given
+    or not: `resume_point`)."""
     if output is None:
         return 0
     path = pathlib.Path(output)
@@ -159,7 +234,7 @@ def check_output(source, output, resume: bool, output_format: OutputFormat) -> i
     if path.exists() and not resume:
         raise ValueError(f"{output}: already exists; give --resume to continue it after an "
                          "interrupted run, or another --output (it was left as it is)")
-    return resume_point(path, output_format.lines_per_input)
+    return resume_point(path, output_format)
 
 
 def translate_file(translator: LoadedTranslator, source, output, *, skip: int = 0,
