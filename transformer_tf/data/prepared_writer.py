@@ -12,6 +12,11 @@
 5. copies valid and test unchanged (nothing is dropped from evaluation data);
 6. writes `prepared.json`. The numbers dropped are logged and recorded there.
 
+Steps 2-6 write into a staging directory inside the output directory; only a complete
+prepared directory replaces what the output directory held (prepared data of an earlier
+run), so a failure leaves that as it was. A directory that holds anything else (a
+training run, a SavedModel) is refused before anything is written.
+
 The directory's layout and `prepared.json` are described (and read) in
 `transformer_tf.data.prepared_reader`.
 """
@@ -22,6 +27,7 @@ import itertools
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +53,9 @@ from transformer_tf.data.text_lines import (
 )
 
 logger = logging.getLogger(__name__)
+
+# Where `prepare_corpus` writes before the prepared files replace those of `out_dir`.
+STAGING_DIR = ".staging"
 
 
 def _write_pairs(pairs, files: ParallelFiles) -> int:
@@ -97,7 +106,8 @@ def prepare_corpus(
 
     Args:
       corpus: the parallel corpus (needs a "train" split).
-      out_dir: output directory (created; existing prepared files are overwritten).
+      out_dir: output directory: new, empty, or prepared data, which is replaced once the
+        new files are complete (a failure leaves it as it was); anything else is refused.
       bpe_options: vocabulary size, normalisation, etc. of the BPE model.
       max_length: drop training pairs longer than this many tokens per side (BPE tokens
         + 1); None keeps all lengths. Valid and test are never filtered.
@@ -139,7 +149,26 @@ def prepare_corpus(
                     f"input {path} would be overwritten by the prepared copy; choose another "
                     "output directory"
                 )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_output_directory(out_dir)
+    staging = out_dir / STAGING_DIR
+    if staging.exists():  # left by a prepare that was killed
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    try:
+        _write_prepared(corpus, staging, counts, bpe_options, max_length, inputs,
+                        given_proto, tokenizer)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _publish(staging, out_dir)
+    return load_prepared(out_dir)
+
+
+def _write_prepared(corpus, out_dir: Path, counts: dict, bpe_options, max_length, inputs,
+                    given_proto, tokenizer) -> None:
+    """Steps 2-6 of the module docstring into `out_dir` (`prepare_corpus`'s staging
+    directory), `counts` the pairs per split that the check counted."""
+    src, tgt = corpus.source_language, corpus.target_language
     normalize = functools.partial(bpe_lib.normalize_text, normalization=bpe_options.normalization)
     dropped = {"empty": 0, "too_long": 0}
 
@@ -233,7 +262,39 @@ def prepare_corpus(
         },
     }
     (out_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-    return load_prepared(out_dir)
+
+
+def _check_output_directory(out_dir: Path) -> None:
+    """Refuses (CorpusError) an `out_dir` that holds anything but prepared data: a
+    training run, a SavedModel or files of the user's own would lose their bpe.model and
+    whatever else shares a prepared file's name."""
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise CorpusError(f"{out_dir} is a file, not a directory; choose another output "
+                          "directory")
+    if (out_dir / METADATA_FILE).exists():
+        return  # prepared data: prepared again, in place
+    foreign = sorted(path.name for path in out_dir.iterdir()
+                     if not path.name.startswith("."))  # our staging, a killed run's
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise CorpusError(
+            f"{out_dir} is not empty and holds no prepared data ({shown}): preparing there "
+            "could replace files it holds (a run's bpe.model); choose an empty or new "
+            "output directory")
+
+
+def _publish(staging: Path, out_dir: Path) -> None:
+    """Moves a complete prepared directory from `staging` into `out_dir`: the old
+    prepared.json goes first and the new one comes last, so that `out_dir` never passes
+    for prepared data while its files are being swapped."""
+    (out_dir / METADATA_FILE).unlink(missing_ok=True)
+    for path in sorted(staging.iterdir()):
+        if path.name != METADATA_FILE:
+            os.replace(path, out_dir / path.name)
+    os.replace(staging / METADATA_FILE, out_dir / METADATA_FILE)
+    staging.rmdir()
 
 
 DATASETS = ("multi30k", "wmt14", "files")

@@ -32,7 +32,7 @@ import pathlib
 import shutil
 
 from transformer_tf.config import DecodingConfig, TrainingConfig
-from transformer_tf.data.prepared_reader import load_prepared
+from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
 from transformer_tf.models.registry import DEFAULT_FAMILY, config_class
 from transformer_tf.rundir.files import write_json_atomically, write_text_atomically
 
@@ -246,10 +246,20 @@ def read_chosen_decoding(model_dir) -> ChosenDecoding | None:
 
 def read_tokenizer_proto(model_dir) -> bytes:
     """The run's sentencepiece model; runs written before the model directory held it
-    fall back to their prepared data directory."""
+    fall back to their prepared data directory. A tokenizer file whose sha256 is not the
+    one run_config.json recorded (replaced since the run was trained) raises
+    `TokenizerChangedError`: its pieces would no longer be the ids the model learned."""
     path = tokenizer_path(model_dir)
     if path.exists():
-        return path.read_bytes()
+        proto = path.read_bytes()
+        recorded = read_run_config(model_dir).tokenizer_sha256
+        if recorded and tokenizer_sha256(proto) != recorded:
+            raise TokenizerChangedError(
+                f"{path}: not the tokenizer this run was trained with (its sha256 "
+                f"{tokenizer_sha256(proto)[:12]}... differs from the {recorded[:12]}... "
+                f"recorded in {RUN_CONFIG}); put the run's own bpe.model back (the prepared "
+                "data it was trained on holds a copy)")
+        return proto
     run = read_run_config(model_dir)
     try:
         return load_prepared(run.data_dir).bpe_model_path.read_bytes()
@@ -270,6 +280,10 @@ def read_run_config(model_dir) -> RunConfig:
 def tokenizer_sha256(proto: bytes) -> str:
     """The hex sha256 of a serialized sentencepiece model: the run's tokenizer identity."""
     return hashlib.sha256(proto).hexdigest()
+
+
+class TokenizerChangedError(ValueError):
+    """A run directory's bpe.model is not the tokenizer its run_config.json recorded."""
 
 
 class RunMismatchError(ValueError):
@@ -310,10 +324,28 @@ def check_resumable(existing: RunConfig, requested: RunConfig, model_dir,
             "--model-dir, or the run's own data, preset and overrides")
 
 
+# Files that say a directory holds something other than a run: a new run there would
+# write its own bpe.model (and more) over what the directory holds.
+_OTHER_KINDS = {METADATA_FILE: "prepared data", "saved_model.pb": "an exported SavedModel"}
+
+
+def _check_not_another_kind(model_dir) -> None:
+    """Raises `RunMismatchError` when `model_dir`, not yet a run, holds prepared data or a
+    SavedModel."""
+    for name, kind in _OTHER_KINDS.items():
+        if (pathlib.Path(model_dir) / name).exists():
+            raise RunMismatchError(
+                f"{model_dir} holds {kind} ({name}), not a run: a new run there would "
+                f"write its own {TOKENIZER_FILE} over it; nothing was written. Use another "
+                "--model-dir")
+
+
 def check_resume_in(model_dir, requested: RunConfig) -> bool:
     """`check_resumable` against the run in `model_dir`, comparing the tokenizer file the
-    directory holds; True when there is a run to resume, False for a new directory."""
+    directory holds; True when there is a run to resume, False for a new directory (which
+    must not hold prepared data or a SavedModel: `RunMismatchError`)."""
     if not (pathlib.Path(model_dir) / RUN_CONFIG).exists():
+        _check_not_another_kind(model_dir)
         return False
     existing = read_run_config(model_dir)
     path = tokenizer_path(model_dir)
