@@ -146,3 +146,27 @@ def test_script_errors(tmp_path, capsys):
     assert "run_config.json not found" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         script.main(["--model-dir", str(tmp_path), "--last", "0"])
+
+
+def test_script_never_writes_over_a_checkpoint(model_dir, tmp_path, capsys):
+    script = load_script()
+    training = checkpoints.list_checkpoints(model_dir)
+    newest = pathlib.Path(training[-1])
+    before = {path.name: path.read_bytes() for path in newest.parent.iterdir()}
+    # Onto the newest training checkpoint (a resumed run would lose its optimizer state),
+    # or any new name among them: refused before anything is read or written.
+    for out in (newest, newest.parent / "mine"):
+        assert script.main(["--model-dir", str(model_dir), "--last", "2", "--out",
+                            str(out)]) == 2
+        assert f"--out {out}: inside {model_dir / 'checkpoints'}, the run's training " \
+               "checkpoints" in capsys.readouterr().err
+    assert {path.name: path.read_bytes() for path in newest.parent.iterdir()} == before
+    # A prefix of the user's own is written once, then left as it is.
+    out = tmp_path / "mine" / "ckpt"
+    assert script.main(["--model-dir", str(model_dir), "--last", "2", "--out", str(out)]) == 0
+    written = {path.name: path.read_bytes() for path in out.parent.iterdir()}
+    assert script.main(["--model-dir", str(model_dir), "--last", "3", "--out", str(out)]) == 2
+    assert f"--out {out}: a checkpoint already exists there (ckpt.index)" in \
+        capsys.readouterr().err
+    assert {path.name: path.read_bytes() for path in out.parent.iterdir()} == written
+    assert_checkpoint_is_mean(out, training[-2:])

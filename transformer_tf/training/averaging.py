@@ -100,7 +100,10 @@ def average_run(model_dir, last: int | None = None, out=None,
       model_dir: the run's directory (its run_config.json rebuilds the model).
       last: how many of the newest checkpoints (`candidate_checkpoints`; default: the
         run's training.average_last).
-      out: checkpoint prefix to write (default MDIR/averaged/ckpt).
+      out: checkpoint prefix to write (default MDIR/averaged/ckpt, which a new average
+        replaces). A prefix of its own must be new, and outside MDIR/checkpoints/ (the
+        training checkpoints, which a resumed run reads): else ValueError, before anything
+        is read or written.
       allow_fewer: with fewer than `last` checkpoints, average those (the result's
         `requested` tells) instead of raising ValueError.
       tail_only: candidates only from the final part of training (`tail_checkpoints`).
@@ -111,7 +114,26 @@ def average_run(model_dir, last: int | None = None, out=None,
         return _average_run(model_dir, last, out, allow_fewer, tail_only)
 
 
+def _check_output_prefix(model_dir, out) -> None:
+    """Refuses (ValueError) an averaged checkpoint's own `out` prefix that would replace
+    a checkpoint, or write among the run's training checkpoints."""
+    prefix = pathlib.Path(out).resolve()
+    training = checkpoints.checkpoint_dir(model_dir).resolve()
+    if prefix.is_relative_to(training):
+        raise ValueError(f"--out {out}: inside {checkpoints.checkpoint_dir(model_dir)}, the "
+                         "run's training checkpoints (a resumed run reads them); write the "
+                         "average elsewhere, e.g. the default MDIR/averaged/ckpt")
+    existing = sorted(prefix.parent.glob(f"{prefix.name}.index")) + sorted(
+        prefix.parent.glob(f"{prefix.name}.data-*"))
+    if existing:
+        raise ValueError(f"--out {out}: a checkpoint already exists there "
+                         f"({existing[0].name}); it was left as it is. Choose a new prefix")
+
+
 def _average_run(model_dir, last, out, allow_fewer, tail_only) -> AveragedCheckpoint:
+    if out is not None and pathlib.Path(out).resolve() != pathlib.Path(
+            model_dir_lib.averaged_prefix(model_dir)).resolve():
+        _check_output_prefix(model_dir, out)
     run = model_dir_lib.read_run_config(model_dir)
     last = last or run.training.average_last
     available = candidate_checkpoints(model_dir)
