@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ from transformer_tf.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import ParallelFiles
 from transformer_tf.data.text_lines import CorpusError
+from transformer_tf.runtime.json_file import JsonFileError, read_json_file
 
 FORMAT_VERSION = 1
 METADATA_FILE = "prepared.json"
@@ -114,7 +114,12 @@ def load_prepared(directory) -> PreparedData:
             f"{directory} is not a prepared data directory (no {METADATA_FILE}); "
             "create one with scripts/prepare_data.py"
         )
-    metadata = json.loads(path.read_text())
+    try:
+        metadata = read_json_file(path)
+    except JsonFileError as error:
+        raise CorpusError(f"{error}; prepare the data again") from None
+    if not isinstance(metadata, dict):
+        raise CorpusError(f"{path}: not a prepared data description; prepare the data again")
     if metadata.get("format_version") != FORMAT_VERSION:
         raise CorpusError(
             f"{path}: format_version {metadata.get('format_version')!r} is not supported "

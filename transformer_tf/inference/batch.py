@@ -87,7 +87,7 @@ def load_translator(model: str | None = None, model_dir: str | None = None,
     if decoding != exported or n_best > info.get("n_best", 1) or info.get("variant") == "ids":
         return from_translator(
             loading.translator_from_saved_model(model, decoding, n_best=n_best), n_best)
-    loaded = tf.saved_model.load(str(model))
+    loaded = loading.load_saved_model(model)
     proto = loading.read_bpe_model(model)
     # Exports written before "max_source_tokens" was recorded were all Transformers.
     max_source_tokens = info.get("max_source_tokens", info["model"].get("max_position", 0) - 1)

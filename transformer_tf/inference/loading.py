@@ -10,9 +10,10 @@ search settings, in the arithmetic it was exported in ("precision", `SERVING_PRE
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import pathlib
+
+import tensorflow as tf
 
 from transformer_tf.config import SERVING_PRECISIONS, DecodingConfig
 from transformer_tf.data.bpe import make_tokenizer
@@ -21,6 +22,8 @@ from transformer_tf.models.ensemble import Ensemble, build_ensemble
 from transformer_tf.models.registry import DEFAULT_FAMILY, build_model
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir import model_dir as model_dir_lib
+from transformer_tf.runtime import error_text
+from transformer_tf.runtime.json_file import JsonFileError, read_json_file
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +195,21 @@ def read_export_info(saved_model_dir) -> dict:
     path = pathlib.Path(saved_model_dir) / EXTRA_DIR / EXPORT_INFO
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: not a SavedModel exported by transformer_tf")
-    return json.loads(path.read_text())
+    info = read_json_file(path)
+    if not isinstance(info, dict):
+        raise JsonFileError(f"{path}: not a transformer_tf export description")
+    return info
+
+
+def load_saved_model(saved_model_dir):
+    """`tf.saved_model.load` of an export; a damaged one (a truncated variables file, a
+    missing or corrupt saved_model.pb) raises ValueError naming the directory instead of
+    TensorFlow's traceback."""
+    try:
+        return tf.saved_model.load(str(saved_model_dir))
+    except (tf.errors.OpError, IndexError, ValueError, OSError) as error:
+        raise ValueError(f"{saved_model_dir}: the SavedModel cannot be loaded "
+                         f"({error_text.summary(error)}); export it again") from None
 
 
 def read_bpe_model(saved_model_dir) -> bytes:

@@ -114,7 +114,7 @@ def load_scorer(model: str | None = None, model_dir: str | None = None,
         net, tokenizer, run, _ = loading.load_trained(model_dir, checkpoint)
         return scorer_from_translator(Translator(net, tokenizer, run.decoding))
     info = loading.read_export_info(model)
-    loaded = tf.saved_model.load(str(model))
+    loaded = loading.load_saved_model(model)
     if "score" not in loaded.signatures:
         decoding = DecodingConfig.from_config(info["decoding"])
         return scorer_from_translator(loading.translator_from_saved_model(model, decoding))

@@ -33,7 +33,7 @@ from transformer_tf.data.linearise import (
 from transformer_tf.data.treebank_reader import ROOT_LABEL
 from transformer_tf.data.treebank_to_prepared import leaves_of_vocabulary
 from transformer_tf.inference.batch import batch_rows, translate_lines
-from transformer_tf.inference.loading import read_export_info
+from transformer_tf.inference.loading import load_saved_model, read_export_info
 from transformer_tf.inference.translator import Translator
 
 _KIND = {kind: index for index, kind in enumerate(REPAIR_KINDS)}
@@ -243,7 +243,7 @@ def parse_lines_saved_model(saved_model_dir, lines, batch_size: int = 32):
     total RepairCounts)."""
     limit = read_export_info(saved_model_dir).get("max_batch_rows", 0)
     batch_size = batch_rows(batch_size, limit)
-    loaded = tf.saved_model.load(str(saved_model_dir))
+    loaded = load_saved_model(saved_model_dir)
     serving = loaded.signatures["serving_default"]
     order = sorted(range(len(lines)), key=lambda i: len(lines[i].split()))
     trees: list = [""] * len(lines)
