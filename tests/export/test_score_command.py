@@ -3,6 +3,7 @@ signature (loaded once: loading the export takes seconds) and from a run's check
 agrees with the signature, and bad input ends with one error line naming the file and
 line."""
 import io
+import logging
 import sys
 
 import numpy as np
@@ -80,8 +81,8 @@ def test_files_from_a_run_directory_score_the_pieces(tiny_run, pair_files, capsy
     np.testing.assert_allclose([float(v) for v in out.split()], expected, atol=1e-4)
 
 
-@pytest.mark.parametrize("case", ["no_separator", "count_mismatch", "target_too_long",
-                                  "one_file", "scored_target"])
+@pytest.mark.parametrize("case", ["no_separator", "count_mismatch", "one_file",
+                                  "scored_target"])
 def test_bad_input_is_one_error_line_naming_file_and_line(case, tiny_run, pair_files, capsys,
                                                           monkeypatch):
     model = ["--model-dir", str(tiny_run)]
@@ -91,8 +92,6 @@ def test_bad_input_is_one_error_line_naming_file_and_line(case, tiny_run, pair_f
         "count_mismatch": (model + ["--src", str(pair_files / "src.en"), "--tgt",
                                     str(pair_files / "short.de")], b"",
                            f"{pair_files / 'src.en'}: line 2"),
-        "target_too_long": (model, stdin_pairs(PAIRS[:1] + [("A dog.", "ein " * 40)]),
-                            "<stdin>: line 2: the target is longer"),
         "one_file": (model + ["--src", str(pair_files / "src.en")], b"", "--tgt"),
         "scored_target": (model + ["--src", str(pair_files / "src.en"), "--tgt",
                                    str(pair_files / "scored.de")], b"",
@@ -102,3 +101,28 @@ def test_bad_input_is_one_error_line_naming_file_and_line(case, tiny_run, pair_f
     assert status == 2 and out == ""
     errors = [line for line in err.splitlines() if "error:" in line]
     assert len(errors) == 1 and named in errors[0], err
+
+
+def test_a_target_too_long_is_nan_and_the_others_are_scored(tiny_run, capsys, monkeypatch,
+                                                          caplog):
+    # Batch size 3: the over-long target shares its batch with the two others.
+    pairs = PAIRS[:1] + [("A dog.", "ein " * 40)] + PAIRS[1:2]
+    with caplog.at_level(logging.WARNING):
+        status, out, err = run(["--model-dir", str(tiny_run), "--batch-size", "3",
+                                "--per-token"], capsys, monkeypatch, stdin_pairs(pairs))
+    assert status == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 3 and lines[1] == "nan"
+    # The same two pairs scored without it: the same pieces and scores (up to the rounding
+    # of another batch's padding).
+    status, alone, _ = run(["--model-dir", str(tiny_run), "--per-token"], capsys, monkeypatch,
+                           stdin_pairs([pairs[0], pairs[2]]))
+    assert status == 0
+    for with_it, without in zip([lines[0], lines[2]], alone.splitlines(), strict=True):
+        fields, expected = with_it.replace("\t", " ").split(), without.replace("\t", " ").split()
+        assert fields[1::2] == expected[1::2]  # the pieces; the total, then their scores
+        np.testing.assert_allclose([float(v) for v in fields[0:1] + fields[2::2]],
+                                   [float(v) for v in expected[0:1] + expected[2::2]],
+                                   atol=1e-3)
+    assert "<stdin>: line 2: the target is longer than the model's positions: not scored " \
+           "(nan); 1 pair(s) in all" in caplog.text + err

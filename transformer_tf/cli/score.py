@@ -9,7 +9,9 @@ log-probability, and with --per-token a tab and each piece with its log-probabil
 
   -7.1234\t▁Ein -0.1021 ▁Hund -1.9876 ▁läuft -4.2021 . -0.5012 </s> -0.3304
 
-Pieces hold no spaces ("▁" marks a word's start), so the line splits on spaces.
+Pieces hold no spaces ("▁" marks a word's start), so the line splits on spaces. A
+target longer than the model's positions cannot be scored: its line is "nan", and a
+warning names its line number; the other pairs are scored.
 
 Examples:
   echo "A dog runs. ||| Ein Hund läuft." | transformer-tf-score --model saved_models/en_de/1
@@ -70,7 +72,7 @@ def _run(args) -> int:
     out = sys.stdout
     for scored in score_pairs(scorer, pairs, args.batch_size, name=name):
         line = f"{scored.log_prob:.4f}"
-        if args.per_token:
+        if args.per_token and scored.pieces:
             line += "\t" + " ".join(f"{piece} {value:.4f}" for piece, value
                                     in zip(scored.pieces, scored.token_scores))
         out.write(line + "\n")

@@ -126,8 +126,10 @@ def load_scorer(model: str | None = None, model_dir: str | None = None,
 def score_pairs(scorer: LoadedScorer, pairs: Sequence[tuple[str, str]],
                 batch_size: int = 64, name: str = "<stdin>") -> list[ScoredPair]:
     """Forced decoding of every pair, in batches of similar target length; results in the
-    input order. Warns about sources the model truncates (line numbers from 1); raises
-    ValueError naming `name` and the line of a target longer than the model's positions.
+    input order. Warns about sources the model truncates (line numbers from 1). A target
+    longer than the model's positions cannot be scored whole: its result has log_prob
+    NaN and no pieces, and one warning names `name` and those lines; the other pairs of
+    its batch are scored as usual.
     """
     processor = python_processor(scorer.bpe_model_proto)
     for number, (source, _) in enumerate(pairs, start=1):
@@ -137,18 +139,24 @@ def score_pairs(scorer: LoadedScorer, pairs: Sequence[tuple[str, str]],
                            "model's %d", name, number, length, scorer.max_source_tokens)
     order = np.argsort([len(target) for _, target in pairs], kind="stable")
     results: list = [None] * len(pairs)
+    too_long = []  # line numbers
     step = batch_rows(batch_size, scorer.max_batch_rows)
     for start in range(0, len(order), step):
         chunk = order[start:start + step]
         out = scorer.score_batch([pairs[i][0] for i in chunk], [pairs[i][1] for i in chunk])
         for row, index in enumerate(chunk):
             if out["truncated"][row]:
-                raise ValueError(f"{name}: line {index + 1}: the target is longer than the "
-                                 f"model's positions ({out['length'][row] - 1} BPE tokens "
-                                 "kept): it cannot be scored whole")
+                too_long.append(index + 1)
+                results[index] = ScoredPair(log_prob=float("nan"), pieces=[], token_scores=[])
+                continue
             length = int(out["length"][row])
             results[index] = ScoredPair(
                 log_prob=float(out["log_prob"][row]),
                 pieces=display_pieces(processor, out["token_ids"][row, :length]),
                 token_scores=[float(s) for s in out["token_scores"][row, :length]])
+    if too_long:
+        lines = sorted(too_long)
+        shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+        logger.warning("%s: line %s: the target is longer than the model's positions: not "
+                       "scored (nan); %d pair(s) in all", name, shown, len(lines))
     return results
