@@ -142,8 +142,10 @@ def test_script_fails_on_too_few_checkpoints_unless_allowed(model_dir, tmp_path,
 
 def test_script_errors(tmp_path, capsys):
     script = load_script()
+    (tmp_path / "saved_model.pb").write_bytes(b"not a run")
     assert script.main(["--model-dir", str(tmp_path)]) == 2
     assert "run_config.json not found" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["saved_model.pb"]  # no lock file
     with pytest.raises(SystemExit):
         script.main(["--model-dir", str(tmp_path), "--last", "0"])
 

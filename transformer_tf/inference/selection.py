@@ -34,7 +34,6 @@ from transformer_tf.inference.translator import Translator
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir import model_dir as model_dir_lib
 from transformer_tf.rundir.best_checkpoint import read_best
-from transformer_tf.rundir.lock import hold_run
 from transformer_tf.rundir.model_dir import read_tokenizer_proto
 from transformer_tf.training import averaging
 from transformer_tf.training.trainer import Seq2SeqTrainer
@@ -186,7 +185,7 @@ def average_and_choose(model_dir, prepared, last: int, out=None,
     best checkpoint at the latest step is the latest. Holds the run's lock, and records the
     choice in the run directory (`model_dir.write_chosen`), where export and translate
     find it."""
-    with hold_run(model_dir):
+    with model_dir_lib.hold_existing_run(model_dir):
         selection = _average_and_choose(model_dir, prepared, last, out, decoding, bleu_limit)
         model_dir_lib.write_chosen(model_dir, model_dir_lib.ChosenCheckpoint(
             checkpoint=selection.chosen.checkpoint, name=selection.chosen.name,

@@ -24,6 +24,7 @@ then meant d_v = d_k (kept: the run's meaning does not change).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -35,6 +36,7 @@ from transformer_tf.config import DecodingConfig, TrainingConfig
 from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
 from transformer_tf.models.registry import DEFAULT_FAMILY, config_class
 from transformer_tf.rundir.files import write_json_atomically, write_text_atomically
+from transformer_tf.rundir.lock import hold_run
 
 RUN_CONFIG = "run_config.json"
 TOKENIZER_FILE = "bpe.model"
@@ -275,6 +277,16 @@ def read_run_config(model_dir) -> RunConfig:
         raise FileNotFoundError(
             f"{path} not found: is {model_dir} a model directory written by scripts/train.py?")
     return RunConfig.from_json(path.read_text(), source=str(path))
+
+
+@contextlib.contextmanager
+def hold_existing_run(model_dir):
+    """`lock.hold_run` of a run that exists: a directory without run_config.json (not a
+    run, e.g. a SavedModel) raises `read_run_config`'s FileNotFoundError before a lock
+    file is written into it."""
+    read_run_config(model_dir)
+    with hold_run(model_dir):
+        yield
 
 
 def tokenizer_sha256(proto: bytes) -> str:

@@ -20,7 +20,6 @@ from transformer_tf.models.registry import build_model
 from transformer_tf.rundir import checkpoints
 from transformer_tf.rundir import model_dir as model_dir_lib
 from transformer_tf.rundir.best_checkpoint import read_best
-from transformer_tf.rundir.lock import hold_run
 
 # Averaging candidates come from the final part of training only: the last TAIL_FRACTION of
 # the run's steps (the paper averages the last ~7% of a 12-hour run; a short run changes
@@ -108,9 +107,9 @@ def average_run(model_dir, last: int | None = None, out=None,
         `requested` tells) instead of raising ValueError.
       tail_only: candidates only from the final part of training (`tail_checkpoints`).
 
-    Holds the run's lock (`rundir.lock.hold_run`): a run being trained is not averaged.
+    Holds the run's lock (`model_dir.hold_existing_run`): a run being trained is not averaged.
     """
-    with hold_run(model_dir):
+    with model_dir_lib.hold_existing_run(model_dir):
         return _average_run(model_dir, last, out, allow_fewer, tail_only)
 
 
@@ -157,7 +156,7 @@ def average_into_run(model_dir, last: int | None = None,
     """`average_run` into MDIR/averaged/, recorded as the run's choice
     (`model_dir.write_chosen`): averaging on request is the user's choice, so export and
     translate use the average until the run trains on or another choice is made."""
-    with hold_run(model_dir):
+    with model_dir_lib.hold_existing_run(model_dir):
         averaged = average_run(model_dir, last, allow_fewer=allow_fewer)
         names = ", ".join(pathlib.Path(p).name for p in averaged.sources)
         model_dir_lib.write_chosen(model_dir, model_dir_lib.ChosenCheckpoint(
