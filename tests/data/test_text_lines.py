@@ -60,6 +60,11 @@ def test_invalid_utf8_in_gzip_file(tmp_path):
 def test_missing_file_is_a_corpus_error(tmp_path):
     with pytest.raises(CorpusError, match="not found"):
         ParallelFiles(tmp_path / "nope.en", tmp_path / "nope.de").check()
+    (tmp_path / "de").mkdir()
+    (tmp_path / "a.en").write_text("a\n")
+    with pytest.raises(CorpusError, match=rf"^{tmp_path / 'de'} is a directory; give the "
+                                          "file itself$"):
+        ParallelFiles(tmp_path / "a.en", tmp_path / "de").check()
 
 
 def test_lines_split_like_text_line_dataset(tmp_path):

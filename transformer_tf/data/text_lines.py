@@ -109,6 +109,8 @@ def is_gzip_path(path: PathLike) -> bool:
 def open_binary(path: PathLike) -> BinaryIO:
     """Opens `path` for reading bytes, decompressing `.gz` files transparently."""
     path = Path(path)
+    if path.is_dir():
+        raise CorpusError(f"{path} is a directory; give the file itself")
     if not path.is_file():
         raise CorpusError(f"corpus file not found: {path}")
     if is_gzip_path(path):
