@@ -18,6 +18,7 @@ from transformer_tf.rundir.validation_log import (
     append_validation,
     read_validation_log,
 )
+from transformer_tf.runtime.provenance import WHERE_KEYS
 
 # Fake test BLEU of each (arm, preset, seed).
 BLEU = {("time", "multi30k", 1): 30.0, ("time", "convs2s_multi30k", 1): 27.0,
@@ -230,10 +231,15 @@ def test_two_processes_share_the_file_and_a_fresh_clone_continues(tmp_path, tiny
     assert convs2s.trained == [("time", "convs2s_multi30k", 1)]
     assert [r["key"] for r in document["rows"]] == ["time-multi30k-seed1",
                                                     "time-convs2s_multi30k-seed1"]
-    # Each row keeps its dev curve (minutes, BLEU) and where it was trained.
+    # Each run keeps its dev curve (minutes, BLEU) beside its row, which names where it
+    # was trained and holds its columns only.
     row = document["rows"][0]
-    assert row["curve"] == [[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]]
+    details = document["run_details"]["time-multi30k-seed1"]
+    assert details["curve"] == [[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]]
+    assert details["stopped_by"] == "time" and "load_average_at_start" in details
     assert row["trained_on"] and row["trained_at_commit"]
+    known = {c["key"] for c in document["columns"]} | {"key"} | set(WHERE_KEYS)
+    assert all(set(r) <= known for r in document["rows"])
     assert document["conditions"].endswith(
         "; runs alongside: the ConvS2S runs on core 1 (time-multi30k-seed1); the Transformer "
         "runs on core 0 (time-convs2s_multi30k-seed1); every run on the machine named")
@@ -244,7 +250,8 @@ def test_two_processes_share_the_file_and_a_fresh_clone_continues(tmp_path, tiny
     document = study.run_table2_study(fresh, _flops, again.train, again.score,
                                       say=lambda _: None)
     assert again.trained == [] and len(document["rows"]) == 2
-    study.draw_figure(document["rows"], fresh)
+    rows = [{**r, **document["run_details"][r["key"]]} for r in document["rows"]]
+    study.draw_figure(rows, fresh)
     assert (tmp_path / "fresh.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

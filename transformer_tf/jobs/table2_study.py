@@ -63,6 +63,11 @@ COLUMNS = [
     {"key": "decoding", "label": "decoding"},
 ]
 
+# What the results file keeps of each run beside its table row, under "run_details" (a
+# row holds its columns only): the dev curve the figure is drawn from, how the run
+# stopped, its last dev NLL and the load average when it started.
+DETAIL_KEYS = ("preset", "stopped_by", "load_average_at_start", "dev_nll_last", "curve")
+
 
 @dataclasses.dataclass
 class Table2Options:
@@ -231,14 +236,18 @@ def results_document(rows: list[dict], options: Table2Options, started: dict) ->
         "commit": started["commit"], "commit_role": "measured",
         "machine": started["machine"], "date": started["date"],
         "conditions": (f"precision {options.precision}; {options.threads} TensorFlow "
-                       "thread(s) per run; load average at each run's start in its row; "
+                       "thread(s) per run; load average at each run's start in its "
+                       "run_details; "
                        + conditions_of(rows, "key", "run")),
         "source": "this file, written by transformer_tf/jobs/table2_study.py",
         "study": options.defining_fields(), "figure": options.figure,
         "values": values, "units": units,
         "headline": "; ".join(shown) if shown else "{runs} runs finished",
         "sentences": findings(values, options),
-        "columns": COLUMNS, "rows": rows,
+        "columns": COLUMNS,
+        "rows": [{k: v for k, v in row.items() if k not in DETAIL_KEYS} for row in rows],
+        "run_details": {row["key"]: {k: row[k] for k in DETAIL_KEYS if k in row}
+                        for row in rows},
     }
 
 
@@ -292,7 +301,8 @@ def _read_document(path: pathlib.Path, options: Table2Options) -> tuple[list[dic
                             "same settings to resume it")
     started = {k: document[k] for k in ("commit", "machine", "date")}
     started["pass_sizes"] = document.get("pass_sizes", {})
-    return document["rows"], started
+    details = document.get("run_details", {})
+    return [{**row, **details.get(row["key"], {})} for row in document["rows"]], started
 
 
 def _write_json(path: pathlib.Path, document: dict) -> None:
@@ -336,8 +346,8 @@ def _plan_order(options: Table2Options) -> dict:
 
 def draw_figure(rows: list[dict], options: Table2Options) -> None:
     """The figure of every finished run's dev curve (its row's `curve`, kept in the
-    results file, so a study continued in a fresh clone draws every run): one panel per
-    arm run."""
+    results file's run_details, so a study continued in a fresh clone draws every run):
+    one panel per arm run."""
     from transformer_tf.visualization.curves import Curve, Panel, save_curves_png
 
     titles = {"time": ("Equal training time", "training minutes"),
