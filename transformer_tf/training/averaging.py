@@ -11,6 +11,7 @@ longer hold (`candidate_checkpoints`).
 from __future__ import annotations
 
 import dataclasses
+import glob
 import pathlib
 
 import numpy as np
@@ -122,11 +123,13 @@ def _check_output_prefix(model_dir, out) -> None:
         raise ValueError(f"--out {out}: inside {checkpoints.checkpoint_dir(model_dir)}, the "
                          "run's training checkpoints (a resumed run reads them); write the "
                          "average elsewhere, e.g. the default MDIR/averaged/ckpt")
-    existing = sorted(prefix.parent.glob(f"{prefix.name}.index")) + sorted(
-        prefix.parent.glob(f"{prefix.name}.data-*"))
+    # A prefix is a path, not a pattern: "[" or "*" in it are characters of its name.
+    existing = sorted(glob.glob(glob.escape(str(prefix)) + ".index")) + sorted(
+        glob.glob(glob.escape(str(prefix)) + ".data-*"))
     if existing:
         raise ValueError(f"--out {out}: a checkpoint already exists there "
-                         f"({existing[0].name}); it was left as it is. Choose a new prefix")
+                         f"({pathlib.Path(existing[0]).name}); it was left as it is. Choose "
+                         "a new prefix")
 
 
 def _average_run(model_dir, last, out, allow_fewer, tail_only) -> AveragedCheckpoint:
