@@ -65,20 +65,30 @@ def check_n_best(n_best, beam_size: int) -> None:
            f"expected an integer in [1, beam_size={beam_size}], got {n_best!r}")
 
 
+def field_types(config_class) -> dict[str, tuple[Any, bool]]:
+    """Each field of `config_class`: (its declared type without None, whether None is
+    allowed): `int | None` gives (int, True), `str` (str, False); a union of several
+    other types gives (Any, ...). How both configuration checks and the command line's
+    overrides (`cli.model_flags`) read a field's type."""
+    hints = typing.get_type_hints(config_class)
+    types = {}
+    for field in dataclasses.fields(config_class):
+        declared = hints[field.name]
+        optional = type(None) in typing.get_args(declared)
+        if optional:
+            others = [t for t in typing.get_args(declared) if t is not type(None)]
+            declared = others[0] if len(others) == 1 else Any
+        types[field.name] = (declared, optional)
+    return types
+
+
 @functools.lru_cache(maxsize=None)
 def _scalar_fields(config_class) -> tuple[tuple[str, type, bool], ...]:
     """(name, type, optional) of each field of `config_class` declared bool, int or float,
     or one of them `| None` (optional)."""
-    hints = typing.get_type_hints(config_class)
-    found = []
-    for field in dataclasses.fields(config_class):
-        declared = hints[field.name]
-        others = [t for t in typing.get_args(declared) if t is not type(None)]
-        optional = len(others) == 1 and len(typing.get_args(declared)) == 2
-        scalar = others[0] if optional else declared
-        if scalar in (bool, int, float):
-            found.append((field.name, scalar, optional))
-    return tuple(found)
+    return tuple((name, declared, optional)
+                 for name, (declared, optional) in field_types(config_class).items()
+                 if declared in (bool, int, float))
 
 
 def _is_a(value, scalar: type) -> bool:

@@ -17,7 +17,7 @@ from transformer_tf.cli.config_files import (
     resolved_settings,
 )
 from transformer_tf.cli.flags import add_flag
-from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig
+from transformer_tf.config import ConfigError, ModelConfig, TrainingConfig, field_types
 from transformer_tf.presets import (
     choose_preset,
     get_preset,
@@ -125,7 +125,7 @@ def parse_overrides(pairs, config_class, flag: str = "--option") -> dict[str, An
     value that is not of its field's type, raises ConfigError naming the flag and the field.
     """
     fields = {f.name for f in dataclasses.fields(config_class)}
-    types = typing.get_type_hints(config_class)
+    types = field_types(config_class)
     result: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
@@ -133,7 +133,7 @@ def parse_overrides(pairs, config_class, flag: str = "--option") -> dict[str, An
             raise ConfigError(f"{flag} {pair!r}: expected FIELD=VALUE with FIELD one of "
                               f"{sorted(fields)}")
         try:
-            result[key] = field_value(value, types[key])
+            result[key] = field_value(value, *types[key])
         except ValueError as error:
             raise ConfigError(f"{flag} {pair}: {error}") from None
     return result
@@ -143,17 +143,13 @@ NULLS = ("null", "none")
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
-def field_value(text: str, declared) -> Any:
-    """`text` read as a value of the type `declared` (a field's annotation): bool from
-    true/false, 1/0, yes/no; int; a finite float; str as it is; a tuple from a JSON list;
-    None from null/none where the type is optional (`X | None`). Else ValueError saying
-    what was expected. Other types take the JSON value of `text`, or `text` itself."""
-    optional = type(None) in typing.get_args(declared)
-    if optional:
-        if text.strip().lower() in NULLS:
-            return None
-        others = [t for t in typing.get_args(declared) if t is not type(None)]
-        declared = others[0] if len(others) == 1 else Any
+def field_value(text: str, declared, optional: bool = False) -> Any:
+    """`text` read as a value of the type `declared` (a field's type, `config.field_types`):
+    bool from true/false, 1/0, yes/no; int; a finite float; str as it is; a tuple from a
+    JSON list; None from null/none where `optional`. Else ValueError saying what was
+    expected. Other types take the JSON value of `text`, or `text` itself."""
+    if optional and text.strip().lower() in NULLS:
+        return None
     or_null = " or null" if optional else ""
     if declared is bool:
         word = text.strip().lower()
