@@ -110,3 +110,33 @@ def test_hold_run_if_free_says_whether_it_holds(tmp_path):
             assert not mine
     finally:
         other.release()
+
+
+def test_a_directory_made_for_a_run_that_wrote_nothing_is_removed(tmp_path):
+    """hold_run(create=True) on a new MDIR: a run refused (or failing) before writing
+    anything leaves no directory; one that wrote a file keeps it; an MDIR that existed
+    before is never removed."""
+    from transformer_tf.rundir.lock import LOCK_FILE, hold_run
+
+    with pytest.raises(ValueError, match="refused"):
+        with hold_run(tmp_path / "new", create=True):
+            assert (tmp_path / "new" / LOCK_FILE).exists()
+            raise ValueError("refused")
+    assert not (tmp_path / "new").exists()
+
+    with hold_run(tmp_path / "written", create=True):
+        (tmp_path / "written" / "run_config.json").write_text("{}")
+    assert sorted(p.name for p in (tmp_path / "written").iterdir()) == [
+        LOCK_FILE, "run_config.json"]
+
+    (tmp_path / "users").mkdir()
+    with hold_run(tmp_path / "users", create=True):
+        with hold_run(tmp_path / "users", create=True):  # nested: the outer one decides
+            pass
+    assert [p.name for p in (tmp_path / "users").iterdir()] == [LOCK_FILE]
+
+    with hold_run(tmp_path / "nested", create=True):
+        with hold_run(tmp_path / "nested", create=True):
+            pass
+        assert (tmp_path / "nested" / LOCK_FILE).exists()  # still held by the outer one
+    assert not (tmp_path / "nested").exists()

@@ -174,7 +174,7 @@ def test_another_model_field_is_refused_before_anything_is_written(sources, new_
                            max_steps=1, validation_sentences=0, verbose=0,
                            init_from=str(source_checkpoint(sources, "transformer"))))
     assert "num_layers" not in str(error.value)
-    assert not (tmp_path / "tuned" / "run_config.json").exists()
+    assert not (tmp_path / "tuned").exists()  # not even its lock file is left
 
 
 def test_the_identity_check_names_every_field_and_both_tokenizer_files(tmp_path):

@@ -13,8 +13,10 @@ holds, through `hold_run`,
 while it runs, from before it reads what decides its work until it has written the last
 file. Under a multi-worker strategy the chief holds it (the other workers only read MDIR).
 A job that holds the lock and calls another command's code (the main job training, then
-averaging) holds it once: `hold_run` is re-entrant within a process. A second run on the same MDIR fails at once with `RunLockedError`, whose
-message names the holder from run.lock.json.
+averaging) holds it once: `hold_run` is re-entrant within a process. A second run on the
+same MDIR fails at once with `RunLockedError`, whose message names the holder from
+run.lock.json. A new MDIR that `hold_run` made for a run refused (or failed) before writing
+anything is removed again, so a refused command leaves no empty run directory behind.
 
 A crashed or SIGKILLed run cannot leave a stale lock behind: the operating system drops a
 process's flock when the process ends, however it ends. What it leaves is its
@@ -116,8 +118,17 @@ class RunLock:
         tmp.replace(path)
         return self
 
-    def release(self) -> None:
+    def release(self, remove_if_unused: bool = False) -> None:
+        """Releases the lock. With `remove_if_unused` (MDIR was made for this run), an MDIR
+        that holds nothing but the lock file is removed, lock file and all, before the
+        lock goes: a refused or failed new run leaves no empty run directory behind."""
         (self.model_dir / HOLDER_FILE).unlink(missing_ok=True)
+        if remove_if_unused and [p.name for p in self.model_dir.iterdir()] == [LOCK_FILE]:
+            # Removed while still held, so no run can be inside. (A taker that opened the
+            # file just before would lock the removed file, then fail to write its record
+            # into the removed directory.)
+            (self.model_dir / LOCK_FILE).unlink()
+            self.model_dir.rmdir()
         self._lock.release()
 
     def __enter__(self) -> "RunLock":
@@ -131,13 +142,15 @@ class RunLock:
 def hold_run(model_dir, create: bool = False):
     """Holds MDIR's `RunLock` for the block, or nothing more when this process already
     holds it (an outer `hold_run`); raises `RunLockedError` when another process does.
-    A missing MDIR raises FileNotFoundError unless `create` (a new training run)."""
+    A missing MDIR raises FileNotFoundError unless `create` (a new training run); an MDIR
+    created so is removed again at the end if nothing but the lock was written into it."""
     if not create and not pathlib.Path(model_dir).is_dir():
         raise FileNotFoundError(f"{model_dir}: no such run directory")
     key = pathlib.Path(model_dir).resolve()
     with _held_guard:
         outer = key in _held
         if not outer:
+            created = not pathlib.Path(model_dir).exists()
             lock = RunLock(model_dir).acquire()
         _held[key] = _held.get(key, 0) + 1
     try:
@@ -148,7 +161,7 @@ def hold_run(model_dir, create: bool = False):
             if not _held[key]:
                 del _held[key]
                 if not outer:
-                    lock.release()
+                    lock.release(remove_if_unused=created)
 
 
 @contextlib.contextmanager
