@@ -34,6 +34,7 @@ from transformer_tf.inference.streaming import (
     OutputFormat,
     check_output,
     resume_point,
+    source_lines,
     translate_file,
     translate_stream,
 )
@@ -79,6 +80,34 @@ def test_the_stream_writes_what_the_whole_file_path_gives(translator, sentences)
     np.testing.assert_allclose([float(score) for _, score in rows], scores[:, 0], rtol=1e-5,
                                atol=1e-4)
     assert rows[30] == ["", "0.0000"]  # the blank line
+
+
+def test_invalid_utf8_is_read_and_each_bad_line_named(caplog):
+    """Bad bytes become U+FFFD and the line stays (N lines in, N out); the first five bad
+    lines are named with the offset of their first bad byte, the rest counted."""
+    raw = [b"ok\n", b"caf\xe9 au lait\r\n", b"\xff\n", b"fine\n"] + [b"\x80x\n"] * 6 + [b"end"]
+    with caplog.at_level("WARNING"):
+        lines = list(source_lines(io.BytesIO(b"".join(raw)), "in.txt"))
+    assert lines[:4] == ["ok", "caf\ufffd au lait", "\ufffd", "fine"]
+    assert lines[4:] == ["\ufffdx"] * 6 + ["end"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0] == ("in.txt: line 2: invalid UTF-8 at byte 3 (from 0); its bad bytes "
+                           "read as U+FFFD")
+    assert [m.split(":")[1] for m in messages[:5]] == [" line 2", " line 3", " line 5",
+                                                        " line 6", " line 7"]
+    assert messages[5:] == ["in.txt: 8 lines in all had invalid UTF-8 (the first 5 named "
+                            "above), their bad bytes read as U+FFFD"]
+    assert len(messages) == 6
+
+
+def test_a_translated_file_names_its_bad_lines(translator, tmp_path, caplog):
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_bytes(b"A dog runs.\nA \xffcat.\n")
+    with caplog.at_level("WARNING"):
+        assert translate_file(translator, str(source), str(output), progress=False) == 2
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 2
+    assert any(r.getMessage().startswith(f"{source}: line 2: invalid UTF-8 at byte 2")
+               for r in caplog.records)
 
 
 def generated_lines(count: int):

@@ -131,7 +131,7 @@ def _run(args) -> int:
                        output_format=output_format, progress=not args.quiet)
         return 0
     # Lines end at "\n" only (as for the corpus reader and evaluate.py), so N input lines
-    # give N output lines; invalid UTF-8 becomes U+FFFD rather than an error.
+    # give N output lines; invalid UTF-8 becomes U+FFFD (a warning names the line).
     lines = list(source_lines(sys.stdin.buffer))
     translations, scores = translate_lines(translator, lines, args.batch_size,
                                            progress=not args.quiet)

@@ -32,6 +32,7 @@ from transformer_tf.inference.batch import LoadedTranslator, translate_lines
 logger = logging.getLogger(__name__)
 
 _BLOCK = 1 << 20  # bytes read at a time when counting lines
+_NAMED_BAD_LINES = 5  # lines with invalid UTF-8 named one by one in warnings
 
 # How an output line looks in each format (`OutputFormat.format`, read back by `_line_form`).
 _SCORE = SCORE_PATTERN.encode()
@@ -82,11 +83,28 @@ class OutputFormat:
         return hypotheses[0] + "\n"
 
 
-def source_lines(handle: BinaryIO) -> Iterator[str]:
+def source_lines(handle: BinaryIO, name: str = "<stdin>") -> Iterator[str]:
     """The lines of a binary stream as `translate` reads them: split at "\\n" only (one
-    "\\r" before it dropped too), invalid UTF-8 as U+FFFD, so N lines in give N out."""
-    for raw in handle:
-        yield strip_newline(raw).decode("utf-8", errors="replace")
+    "\\r" before it dropped too), invalid UTF-8 as U+FFFD, so N lines in give N out.
+
+    A line with invalid UTF-8 is not refused (one bad line would sink the whole input) but
+    warned about, naming `name` and the line (from 1): the first `_NAMED_BAD_LINES` each,
+    the rest counted in one warning at the end."""
+    bad = 0
+    for number, raw in enumerate(handle, start=1):
+        line = strip_newline(raw)
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            bad += 1
+            if bad <= _NAMED_BAD_LINES:
+                logger.warning("%s: line %d: invalid UTF-8 at byte %d (from 0); its bad bytes "
+                               "read as U+FFFD", name, number, error.start)
+            text = line.decode("utf-8", errors="replace")
+        yield text
+    if bad > _NAMED_BAD_LINES:
+        logger.warning("%s: %d lines in all had invalid UTF-8 (the first %d named above), "
+                       "their bad bytes read as U+FFFD", name, bad, _NAMED_BAD_LINES)
 
 
 def count_source_lines(path) -> int:
@@ -252,9 +270,10 @@ def translate_file(translator: LoadedTranslator, source, output, *, skip: int = 
         handle = (files.enter_context(open_binary(source)) if source is not None
                   else sys.stdin.buffer)
         out = files.enter_context(open(output, "ab")) if output is not None else sys.stdout.buffer
-        read = translate_stream(translator, source_lines(handle), out, batch_size=batch_size,
-                                window=window, output_format=output_format, skip=skip,
-                                total=total, progress=progress, durable=output is not None)
+        lines = source_lines(handle, str(source) if source is not None else "<stdin>")
+        read = translate_stream(translator, lines, out, batch_size=batch_size, window=window,
+                                output_format=output_format, skip=skip, total=total,
+                                progress=progress, durable=output is not None)
     if read < skip:
         raise ValueError(f"{output}: holds the translations of {skip} lines, but the input "
                          f"had only {read}: is it the output of another input?")
