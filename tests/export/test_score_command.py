@@ -82,7 +82,7 @@ def test_files_from_a_run_directory_score_the_pieces(tiny_run, pair_files, capsy
 
 
 @pytest.mark.parametrize("case", ["no_separator", "count_mismatch", "one_file",
-                                  "scored_target"])
+                                  "scored_target", "scored_stdin"])
 def test_bad_input_is_one_error_line_naming_file_and_line(case, tiny_run, pair_files, capsys,
                                                           monkeypatch):
     model = ["--model-dir", str(tiny_run)]
@@ -96,6 +96,8 @@ def test_bad_input_is_one_error_line_naming_file_and_line(case, tiny_run, pair_f
         "scored_target": (model + ["--src", str(pair_files / "src.en"), "--tgt",
                                    str(pair_files / "scored.de")], b"",
                           f"{pair_files / 'scored.de'}:1: "),
+        "scored_stdin": (model, b"A dog. ||| Ein Hund.\t-1.2500\nA cat. ||| Eine Katze.\t-0.5\n",
+                         "<stdin>:1: 'Ein Hund.\\t-1.2500': every line ends in a tab"),
     }[case]
     status, out, err = run(argv, capsys, monkeypatch, stdin)
     assert status == 2 and out == ""

@@ -64,10 +64,10 @@ def _run(args) -> int:
 
     if args.src is not None:
         pairs, name = pairs_from_files(args.src, args.tgt), args.tgt
-        # Before the model loads: "translation<TAB>score" lines (translate --scores).
-        refuse_score_fields(args.tgt, [target for _, target in pairs])
     else:
         pairs, name = pairs_from_lines(source_lines(sys.stdin.buffer)), "<stdin>"
+    # Before the model loads: "translation<TAB>score" targets (translate --scores).
+    refuse_score_fields(name, [target for _, target in pairs])
     scorer = load_scorer(model=args.model, model_dir=args.model_dir, checkpoint=args.checkpoint)
     out = sys.stdout
     for scored in score_pairs(scorer, pairs, args.batch_size, name=name):

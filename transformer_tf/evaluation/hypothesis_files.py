@@ -77,11 +77,13 @@ def refuse_score_fields(path: str | os.PathLike, lines: Sequence[str]) -> None:
     if not lines or not all(_SCORE_FIELD.search(line) for line in lines):
         return
     first = lines[0] if len(lines[0]) <= 60 else lines[0][:57] + "..."
+    name = os.fspath(path)
+    strip = "pipe it through `cut -f1`" if name == "<stdin>" else f"`cut -f1 {name}`"
     raise EvaluationInputError(
-        f"{os.fspath(path)}:1: {first!r}: every line ends in a tab and a number, the score "
-        "field `translate --scores` writes; the numbers would be read as words of the "
-        f"translations. Strip it first (`cut -f1 {os.fspath(path)}` prints the text "
-        "alone), or translate without --scores")
+        f"{name}:1: {first!r}: every line ends in a tab and a number, the score field "
+        "`translate --scores` writes; the numbers would be read as words of the "
+        f"translations. Strip it first ({strip} keeps the text alone), or translate "
+        "without --scores")
 
 
 def read_hypotheses_and_references(
