@@ -230,15 +230,27 @@ def test_evalb_script_names_the_file_and_line_of_invalid_utf8(tmp_path, capsys):
 
 def test_evalb_script_splits_lines_at_newlines_only(tmp_path, capsys):
     """U+2028 (or U+0085, form feed...) inside a tree is a character, not a line end:
-    str.splitlines made two lines of it and a false count mismatch. (The tree reader
-    takes it for the space between two brackets.)"""
-    tree = "(TOP (S (NP (NN it))\u2028(VP (VBD rained)) (. .)))"
+    str.splitlines made two lines of it and a false count mismatch. (Inside a word, it
+    is part of the word.)"""
+    tree = "(TOP (S (NP (NN i\u2028t)) (VP (VBD rained)) (. .)))"
     gold, test = tmp_path / "gold", tmp_path / "test"
     gold.write_text(f"{tree}\n{TREE}\n", encoding="utf-8")
     test.write_text(f"{tree}\r\n{TREE}", encoding="utf-8")  # CRLF and no final newline
     status, out, err = run_evalb_script([gold, test], capsys)
     assert status == 0, err
     assert "F1 100.00" in out and "error line" not in out
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u2028", "\u3000"])
+def test_unicode_spaces_inside_a_word_are_part_of_it(space):
+    """EVALB splits at ASCII whitespace only: a word holding NBSP, U+2028 or U+3000 is one
+    word (str.split would make a bracket of three elements of it, an error)."""
+    tree = f"(TOP (S (NP (NNP New{space}York)) (VP (VBZ sleeps)) (. .)))"
+    scored = score_sentence(tree, tree)
+    assert scored.status == "ok", scored.message
+    # Brackets S, NP, VP (TOP deleted); words: New York, sleeps (the full stop deleted,
+    # but counted in the length).
+    assert (scored.length, scored.words, scored.gold_brackets, scored.matched) == (3, 2, 3, 3)
 
 
 @pytest.mark.parametrize("empty", ["gold", "test", "both", "against"])

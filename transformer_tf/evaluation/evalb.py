@@ -31,7 +31,9 @@ from typing import Sequence
 
 import numpy as np
 
-_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+# Tokens split at ASCII whitespace only, as EVALB's C reader (isspace in the C locale)
+# splits them: NBSP, U+2028 and the like are characters of a word.
+_TOKEN = re.compile(r"\(|\)|[^\s()]+", re.ASCII)
 
 
 @dataclasses.dataclass(frozen=True)
