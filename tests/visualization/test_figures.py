@@ -94,6 +94,25 @@ def test_write_figures_with_german_and_french_characters(kind, tmp_path, no_miss
         assert width > 40 and height > 40
 
 
+def test_figures_already_there_are_kept_unless_overwrite(tmp_path, no_missing_glyphs):
+    """A second sentence drawn into the same directory stops before writing anything,
+    naming the files it would replace; with overwrite it replaces them."""
+    first = write_figures(random_maps(SOURCE, TARGET), tmp_path, kind="cross", dpi=30)
+    held = {path: path.read_bytes() for path in first}
+    other = random_maps(SOURCE[:3] + ["</s>"], TARGET, seed=1)
+    with pytest.raises(FileExistsError) as refused:
+        write_figures(other, tmp_path, kind="cross", dpi=30)
+    assert str(refused.value).startswith(", ".join(map(str, first)) + ": already there")
+    assert {path: path.read_bytes() for path in first} == held
+    # Another kind shares only the alignment picture: still refused, still nothing written.
+    with pytest.raises(FileExistsError, match=r"^\S*alignment_layer2.png: already there"):
+        write_figures(other, tmp_path, kind="encoder", dpi=30)
+    assert sorted(tmp_path.iterdir()) == sorted(first)
+    again = write_figures(other, tmp_path, kind="cross", dpi=30, overwrite=True)
+    assert again == first
+    assert all(path.read_bytes() != held[path] for path in first)
+
+
 @pytest.mark.parametrize("source, target, kind, merge", [
     (["</s>"], ["<s>"], "cross", False),  # nothing but the specials
     (["▁Ça", "</s>"], ["<s>", "▁Öl"], "decoder", True),  # one word each
@@ -174,6 +193,15 @@ def test_script_writes_the_three_figures(random_weights_run, tmp_path, capsys):
     assert all(str(tmp_path / name) in out for name in written)
     for name in written:
         png_size((tmp_path / name).read_bytes())
+    # Again into the same --out: stopped, naming the files; --overwrite replaces them.
+    held = {name: (tmp_path / name).read_bytes() for name in written}
+    argv = ["--model-dir", str(random_weights_run), "--text", "Zwei Hunde", "--kind", "cross",
+            "--layer", "1", "--dpi", "30", "--out", str(tmp_path)]
+    assert script.main(argv) == 2
+    assert "already there" in capsys.readouterr().err
+    assert {name: (tmp_path / name).read_bytes() for name in written} == held
+    assert script.main([*argv, "--overwrite"]) == 0
+    assert all((tmp_path / name).read_bytes() != held[name] for name in written)
 
 
 def test_script_errors_exit_2(random_weights_run, tmp_path, capsys):

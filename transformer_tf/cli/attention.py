@@ -10,6 +10,9 @@ beam-search translation), writes into --out, for one kind of attention and one l
   alignment_layer<L>.png        encoder-decoder attention of the translation as a target x
                                 source matrix, mean over heads
 
+Files of those names already in --out are kept, and the command stops naming them, unless
+--overwrite is given.
+
 Kinds: encoder (source to source), decoder (target to earlier target), cross (target to
 source; rows named by the token that position predicts). Layers and heads count from 1,
 as in the paper ("layer 5 of 6").
@@ -70,6 +73,8 @@ def main(argv=None):
     add_search_flags(parser, "the model's")
     parser.add_argument("--dpi", type=positive_int, default=100, help="PNG pixels per inch")
     add_flag(parser, "out", required=True, help="directory for the PNG files")
+    add_flag(parser, "overwrite", help="replace PNG files of the same names in --out (by "
+                                       "default they are kept and the command stops)")
     console.add_verbose_flag(parser)
     add_version_flag(parser)
     args = parser.parse_args(argv)
@@ -94,8 +99,8 @@ def _run(args) -> int:
         maps, paths = attention_figures(
             model, tokenizer, decoding, args.text, args.out, target=args.target,
             kind=args.kind, layer=args.layer, heads=args.heads, word=args.word,
-            merge_words=not args.pieces, dpi=args.dpi)
-    except (FileNotFoundError, ValueError, ImportError) as error:
+            merge_words=not args.pieces, dpi=args.dpi, overwrite=args.overwrite)
+    except (FileNotFoundError, FileExistsError, ValueError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if maps.from_search:

@@ -32,6 +32,6 @@ def attention_figures(model, tokenizer, decoding: DecodingConfig, text: str, out
                       target: str | None = None, **figure_options) -> tuple[AttentionMaps, list]:
     """(maps, written paths): the attention of `text` with `target` (or the model's own
     beam-search translation) drawn by `visualization.figures.write_figures` with
-    `figure_options` (kind, layer, heads, word, merge_words, dpi)."""
+    `figure_options` (kind, layer, heads, word, merge_words, dpi, overwrite)."""
     maps = sentence_maps(model, tokenizer, text, target, decoding)
     return maps, write_figures(maps, out_dir, **figure_options)

@@ -102,9 +102,10 @@ def _draw(model, tokenizer, decoding, cases, choices, best, other, figure_dir) -
     maps = sentence_maps(model, tokenizer, sentence, german, decoding)
     out = pathlib.Path(figure_dir)
     heads = (best_head, other_head)
-    paths = write_figures(maps, out, kind="encoder", layer=layer, heads=heads)
+    # The job's own figures, drawn anew each time it runs.
+    paths = write_figures(maps, out, kind="encoder", layer=layer, heads=heads, overwrite=True)
     paths += write_figures(maps, out / "from_pronoun", kind="encoder", layer=layer,
-                           heads=heads, word=case.words[case.pronoun])
+                           heads=heads, word=case.words[case.pronoun], overwrite=True)
     return {"sentence": sentence, "pronoun": case.words[case.pronoun],
             "antecedent": case.words[case.antecedent], "files": [str(p) for p in paths]}
 

@@ -32,8 +32,12 @@ def title_of(maps: AttentionMaps, shown: View, extra: str = "") -> str:
 
 def write_figures(maps: AttentionMaps, out_dir, kind: str = "encoder", layer=None,
                   heads=None, word: str | None = None, merge_words: bool = True,
-                  dpi: int = plots.DEFAULT_DPI) -> list:
+                  dpi: int = plots.DEFAULT_DPI, overwrite: bool = False) -> list:
     """Writes the figures (see the module docstring) into `out_dir`; returns their paths.
+
+    Their names depend only on the kind and the layer, so a figure of another sentence
+    would take an earlier one's place: unless `overwrite`, FileExistsError names the
+    files already there, before anything is written.
 
     Args:
       maps: the sentence pair's attention.
@@ -44,29 +48,35 @@ def write_figures(maps: AttentionMaps, out_dir, kind: str = "encoder", layer=Non
         None = all words.
       merge_words: label words (pieces merged, see `visualization.words`) or pieces.
       dpi: pixels per inch of the PNGs.
+      overwrite: replace figures of the same names in `out_dir`.
     """
     out_dir = pathlib.Path(out_dir)
     shown = view(maps, kind, layer, heads, merge_words)
     query = shown.query_index(word) if word else None
     extra = f"from {shown.query_labels[query]!r}" if query is not None else ""
     stem = f"{kind}_layer{shown.layer}"
-    paths = [
-        plots.save_png(plots.lines_figure(shown.query_labels, shown.key_labels, shown.weights,
-                                          shown.head_names, query, title_of(maps, shown, extra)),
-                       out_dir / f"lines_{stem}.png", dpi),
-        plots.save_png(plots.heatmap_grid(shown.query_labels, shown.key_labels, shown.weights,
-                                          shown.head_names, title_of(maps, shown)),
-                       out_dir / f"heatmaps_{stem}.png", dpi),
-    ]
+    aligned = None
     if "cross" in maps.weights:
         aligned = shown if kind == "cross" else view(maps, "cross", merge_words=merge_words)
+    paths = [out_dir / f"lines_{stem}.png", out_dir / f"heatmaps_{stem}.png"]
+    if aligned is not None:
+        paths.append(out_dir / f"alignment_layer{aligned.layer}.png")
+    existing = [str(path) for path in paths if path.exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{', '.join(existing)}: already there (figures of this kind "
+                              "and layer); give another --out, or --overwrite to replace them")
+    plots.save_png(plots.lines_figure(shown.query_labels, shown.key_labels, shown.weights,
+                                      shown.head_names, query, title_of(maps, shown, extra)),
+                   paths[0], dpi)
+    plots.save_png(plots.heatmap_grid(shown.query_labels, shown.key_labels, shown.weights,
+                                      shown.head_names, title_of(maps, shown)), paths[1], dpi)
+    if aligned is not None:
         heads_note = ("all heads" if len(aligned.heads) == maps.num_heads("cross")
                       else "heads " + ",".join(map(str, aligned.heads)))
         figure = plots.alignment_figure(aligned.query_labels, aligned.key_labels,
                                         aligned.weights.mean(axis=0),
                                         title_of(maps, aligned, f"mean of {heads_note}"))
-        paths.append(plots.save_png(figure, out_dir / f"alignment_layer{aligned.layer}.png",
-                                    dpi))
+        plots.save_png(figure, paths[2], dpi)
     return paths
 
 
