@@ -6,7 +6,7 @@ latest and averaged checkpoints scored with beam search on the dev set. The resu
 file is rewritten after each finished run; run the same command again to resume a killed
 study. See transformer_tf/jobs/recipe_study.py.
 
-The full study (16 runs, 22,000 training steps, 6,000 of them of half a batch; the
+The full study (16 runs, 24,000 training steps, 8,000 of them of half a batch; the
 preset's arms continue their 1,000-step runs to 2,000):
   python scripts/prepare_data.py --dataset multi30k --src en --tgt de --vocab-size 8000 \\
       --out runs/multi30k_en_de/data
