@@ -139,6 +139,10 @@ def test_a_killed_study_keeps_its_rows_resumes_and_renders(tmp_path, tiny_multi3
     assert [r["key"] for r in written["rows"]] == ["time-multi30k-seed1",
                                                    "time-convs2s_multi30k-seed1"]
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # One seed of each family: no spread to state.
+    assert [s.format(**written["values"]) for s in written["sentences"]] == [
+        "After 3 minutes of training, test BLEU: Transformer 30.50 (one seed) against "
+        "ConvS2S 27.50 (one seed)."]
 
     assert known_pass_sizes == ["multi30k", "convs2s_multi30k"]
     resumed = Fakes()
@@ -166,8 +170,8 @@ def test_a_killed_study_keeps_its_rows_resumes_and_renders(tmp_path, tiny_multi3
         "<!-- results:table table2/fair -->\n<!-- /results -->\n"
         "<!-- results:sentences table2/fair -->\n<!-- /results -->\n", results_dir)
     assert "| tokens | convs2s | 2 | 30 |" in text
-    assert ("After 3 minutes of training, test BLEU averaged over seeds: Transformer 31.00 "
-            "(seed spread 1.00) against ConvS2S 27.00 (seed spread 1.00).") in text
+    assert ("After 3 minutes of training, test BLEU: Transformer 31.00 (mean of 2 seeds, "
+            "spread 1.00) against ConvS2S 27.00 (mean of 2 seeds, spread 1.00).") in text
     assert results_tables.headline(document).startswith("time: Transformer 31.00 vs ConvS2S")
     # Curves come from the validation logs the runs wrote.
     records = read_validation_log(study.run_directory(options.work_dir, "time", "multi30k", 2))

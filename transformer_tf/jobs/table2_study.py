@@ -202,7 +202,8 @@ def summary_values(rows: list[dict]) -> dict:
 
 
 def findings(values: dict, options: Table2Options) -> list[str]:
-    """Sentences (format strings over `values`) for the arms both families finished."""
+    """Sentences (format strings over `values`) for the arms both families finished: each
+    family's mean test BLEU with its number of seeds and their spread (none for one)."""
     budget = {"time": f"{options.minutes:g} minutes of training",
               "tokens": f"{options.passes:g} passes over the same training data"}
     sentences = []
@@ -210,10 +211,14 @@ def findings(values: dict, options: Table2Options) -> list[str]:
         prefixes = [f"{arm}_{family}" for family in FAMILY_NAMES]
         if not all(f"{p}_test_bleu_mean" in values for p in prefixes):
             continue
-        parts = [f"{FAMILY_NAMES[family]} {{{arm}_{family}_test_bleu_mean:.2f}} (seed spread "
-                 f"{{{arm}_{family}_test_bleu_spread:.2f}})" for family in FAMILY_NAMES]
-        sentences.append(f"After {budget[arm]}, test BLEU averaged over seeds: "
-                         + " against ".join(parts) + ".")
+        parts = []
+        for family in FAMILY_NAMES:
+            prefix = f"{arm}_{family}"
+            seeds = values[f"{prefix}_seeds"]
+            spread = ("one seed" if seeds == 1 else
+                      f"mean of {seeds} seeds, spread {{{prefix}_test_bleu_spread:.2f}}")
+            parts.append(f"{FAMILY_NAMES[family]} {{{prefix}_test_bleu_mean:.2f}} ({spread})")
+        sentences.append(f"After {budget[arm]}, test BLEU: " + " against ".join(parts) + ".")
     return sentences
 
 
