@@ -3,6 +3,7 @@ with a tiny model (random weights: the measurement does not care how they were
 learnt): the baseline alone, then every head's share, the
 pronoun's word-level attention against the visualization's second path, the two heads
 drawn, and the command's error paths."""
+import dataclasses
 import json
 import pathlib
 import runpy
@@ -35,6 +36,37 @@ def test_baseline_only_needs_no_model(shared_data_dir, tmp_path):
     assert offsets.count(best) == max(offsets.count(d) for d in set(offsets))
     assert document["values"]["baseline_share"] == round(offsets.count(best) / len(cases), 3)
     assert document["rows"] == [] and json.loads(results.read_text()) == document
+
+
+def test_outputs_already_there_are_refused_before_any_work(shared_data_dir, tmp_path,
+                                                            monkeypatch, capsys):
+    """An existing results file, or PNG files in the figure directory (their names depend
+    on the heads found), are refused before the cases are read or a model loaded; with
+    overwrite the results file is replaced."""
+    import transformer_tf.jobs.pronoun_heads as job
+
+    results, figures = tmp_path / "heads.json", tmp_path / "figures" / "from_pronoun"
+    results.write_text("{\"mine\": 1}\n")
+    figures.mkdir(parents=True)
+    (figures / "lines_encoder_layer5.png").write_bytes(b"mine")
+    read = []
+    monkeypatch.setattr(job, "read_cases", lambda *a: read.append(a) or [])
+    options = PronounHeadsOptions(results=str(results), data_dir=str(shared_data_dir),
+                                  baseline_only=True)
+    with pytest.raises(FileExistsError, match=rf"^{results}: already there.*--overwrite"):
+        measure(options)
+    with pytest.raises(FileExistsError, match=r"lines_encoder_layer5.png: already there"):
+        measure(PronounHeadsOptions(results=str(tmp_path / "new.json"), model_dir="m",
+                                    figure_dir=str(tmp_path / "figures")))
+    assert read == [] and results.read_text() == "{\"mine\": 1}\n"
+    # The command says so in one line and exits 2.
+    script = pathlib.Path(__file__).parents[2] / "scripts" / "pronoun_heads.py"
+    main = runpy.run_path(str(script), run_name="wrapper")["main"]
+    assert main(["--baseline-only", "--results", str(results)]) == 2
+    assert f"{results}: already there" in capsys.readouterr().err
+    monkeypatch.undo()
+    document = measure(dataclasses.replace(options, splits=("valid",), overwrite=True))
+    assert json.loads(results.read_text()) == document
 
 
 @pytest.mark.slow

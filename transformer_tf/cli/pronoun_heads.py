@@ -7,9 +7,12 @@ its layer with the lowest share. See transformer_tf/jobs/pronoun_heads.py.
 
 The measurement of a 6-layer model (docs/attention.md gives its training budget):
   python scripts/pronoun_heads.py --model-dir runs/attention6/model \\
-      --results results/attention/pronoun-heads.json --figure-dir docs/pronoun_heads
+      --results runs/attention6/pronoun-heads.json --figure-dir runs/attention6/figures
 The cases and the baseline alone, without a model:
-  python scripts/pronoun_heads.py --baseline-only --results results/attention/pronoun-heads.json
+  python scripts/pronoun_heads.py --baseline-only --results runs/pronoun-baseline.json
+
+An existing --results file, and PNG files in --figure-dir, are refused before the model
+runs (the figures' names depend on the heads found), unless --overwrite is given.
 
 Needs matplotlib for the figure: pip install -e '.[viz]'.
 """
@@ -36,9 +39,11 @@ def main(argv=None) -> int:
     add_flag(parser, "data_dir", help="where Multi30k is (default $TRANSFORMER_TF_DATA)")
     parser.add_argument("--splits", nargs="+", choices=SPLITS, default=["valid", "test"],
                         help="Multi30k splits searched for cases (default valid test)")
-    add_flag(parser, "results", default="results/attention/pronoun-heads.json",
-             help="results file (default results/attention/pronoun-heads.json)")
+    add_flag(parser, "results", default="runs/pronoun-heads.json",
+             help="results file (default runs/pronoun-heads.json)")
     parser.add_argument("--figure-dir", help="draw the two heads here (default: no figure)")
+    add_flag(parser, "overwrite", help="replace an existing --results file and the PNG files "
+                                       "in --figure-dir")
     add_flag(parser, "batch_size", default=32, help="sentences per forward pass (default 32)")
     console.add_verbose_flag(parser)
     add_version_flag(parser)
@@ -65,7 +70,7 @@ def _run(args, command) -> int:
         results=args.results, model_dir=args.model_dir, saved_model=args.model,
         checkpoint=args.checkpoint, data_dir=args.data_dir, splits=tuple(args.splits),
         figure_dir=args.figure_dir, baseline_only=args.baseline_only,
-        batch_size=args.batch_size, command=command))
+        batch_size=args.batch_size, overwrite=args.overwrite, command=command))
     print(f"{args.results}: {document['headline'].format(**document['values'])}")
     for path in document.get("figure", {}).get("files", []):
         print(path)

@@ -51,6 +51,8 @@ class PronounHeadsOptions:
       splits: Multi30k splits whose English side is searched for cases.
       figure_dir: where the figure goes (None: no figure).
       baseline_only: only the cases and the positional baseline.
+      overwrite: replace an existing `results` file and the PNG files in `figure_dir`
+        (else they are refused before any work: `check_outputs`).
       command: the command line, recorded in the results file.
     """
 
@@ -63,7 +65,22 @@ class PronounHeadsOptions:
     figure_dir: str | None = None
     baseline_only: bool = False
     batch_size: int = 32
+    overwrite: bool = False
     command: str = "python scripts/pronoun_heads.py"
+
+
+def check_outputs(options: PronounHeadsOptions) -> None:
+    """Refuses (FileExistsError, naming them) a results file that exists and PNG files in
+    the figure directory, unless `options.overwrite`: the figures' names depend on the
+    head the measurement finds, so any PNG there could be replaced."""
+    if options.overwrite:
+        return
+    taken = [pathlib.Path(options.results)] if pathlib.Path(options.results).exists() else []
+    if options.figure_dir is not None and pathlib.Path(options.figure_dir).is_dir():
+        taken += sorted(pathlib.Path(options.figure_dir).rglob("*.png"))
+    if taken:
+        raise FileExistsError(f"{', '.join(map(str, taken))}: already there; give another "
+                              "--results or --figure-dir, or --overwrite to replace them")
 
 
 def read_cases(data_dir, splits) -> list[tuple[PronounCase, str]]:
@@ -87,7 +104,8 @@ def contrasting_heads(shares: np.ndarray) -> tuple[tuple[int, int], tuple[int, i
     return (int(layer) + 1, int(head) + 1), (int(layer) + 1, other + 1)
 
 
-def _draw(model, tokenizer, decoding, cases, choices, best, other, figure_dir) -> dict:
+def _draw(model, tokenizer, decoding, cases, choices, best, other, figure_dir,
+          overwrite: bool) -> dict:
     """Figures of the two heads for the first case `best` gets right and `other` wrong
     (else the first case); returns the sentence and the files."""
     from transformer_tf.visualization.figures import write_figures
@@ -102,16 +120,18 @@ def _draw(model, tokenizer, decoding, cases, choices, best, other, figure_dir) -
     maps = sentence_maps(model, tokenizer, sentence, german, decoding)
     out = pathlib.Path(figure_dir)
     heads = (best_head, other_head)
-    # The job's own figures, drawn anew each time it runs.
-    paths = write_figures(maps, out, kind="encoder", layer=layer, heads=heads, overwrite=True)
+    paths = write_figures(maps, out, kind="encoder", layer=layer, heads=heads,
+                          overwrite=overwrite)
     paths += write_figures(maps, out / "from_pronoun", kind="encoder", layer=layer,
-                           heads=heads, word=case.words[case.pronoun], overwrite=True)
+                           heads=heads, word=case.words[case.pronoun], overwrite=overwrite)
     return {"sentence": sentence, "pronoun": case.words[case.pronoun],
             "antecedent": case.words[case.antecedent], "files": [str(p) for p in paths]}
 
 
 def measure(options: PronounHeadsOptions) -> dict:
-    """Run the measurement (module doc) and write the results file; returns its content."""
+    """Run the measurement (module doc) and write the results file; returns its content.
+    Outputs already there are refused first (`check_outputs`)."""
+    check_outputs(options)
     cases = read_cases(options.data_dir, options.splits)
     if not cases:
         raise ValueError(f"no sentence of the splits {list(options.splits)} has a possessive "
@@ -156,7 +176,7 @@ def measure(options: PronounHeadsOptions) -> dict:
                     "(sign test p {best_vs_offset_p})")
         if options.figure_dir is not None:
             figure = _draw(model, tokenizer, decoding, cases, choices, best, other,
-                           options.figure_dir)
+                           options.figure_dir, options.overwrite)
     measured_on = (f"model {options.model_dir or options.saved_model}" if not options.baseline_only
                    else "no model (the cases and the baseline only)")
     document = {
