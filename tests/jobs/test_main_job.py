@@ -115,3 +115,33 @@ def test_runs_of_other_presets_get_their_own_directory_and_export():
     assert convs2s == pathlib.Path("runs/multi30k_en_fr_convs2s_multi30k")
     given = _resolved_work_dir(MainJobOptions(preset="tiny", work_dir="x/y"))
     assert given == pathlib.Path("x/y")
+
+
+@pytest.mark.parametrize("job", ["main", "parse"])
+def test_a_work_dir_holding_another_s_files_is_refused_at_once(job, tmp_path):
+    """The jobs write fixed names at the top of their work directory after training: in
+    a directory that holds no run yet, files of those names are someone else's and are
+    refused before anything is prepared or trained; in the job's own directory (a run
+    in model/) they are its outputs, rewritten by a new run of the job."""
+    from transformer_tf.jobs import main_job, parse_job
+    from transformer_tf.jobs.stages import check_work_dir
+
+    work = tmp_path / "work"
+    work.mkdir()
+    held = {"main": "test.hyp.de", "parse": "valid.greedy.latest.trees"}[job]
+    (work / held).write_text("mine\n")
+    (work / "notes.txt").write_text("mine too\n")
+    with pytest.raises(FileExistsError, match=rf"^{work / held}: already there"):
+        if job == "main":
+            main_job.run_main_job(main_job.MainJobOptions(
+                work_dir=str(work), saved_models_dir=str(tmp_path / "saved")))
+        else:
+            parse_job.run_parse_job(parse_job.ParseJobOptions(
+                treebank_dir=str(tmp_path / "treebank"), work_dir=str(work)))
+    assert sorted(p.name for p in work.iterdir()) == sorted([held, "notes.txt"])
+    assert (work / held).read_text() == "mine\n"
+
+    (work / "model").mkdir()
+    (work / "model" / "run_config.json").write_text("{}")
+    outputs = main_job.OUTPUTS + ("test.hyp.de",) if job == "main" else parse_job.OUTPUTS
+    check_work_dir(work, outputs)  # the job's own: no refusal

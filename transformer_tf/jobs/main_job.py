@@ -37,7 +37,7 @@ from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator, translate_lines
 from transformer_tf.inference.decoding_choice import choose_decoding, decoding_grid
 from transformer_tf.inference.selection import DevScorer, average_and_choose
-from transformer_tf.jobs.stages import JobStages, export_version_dir
+from transformer_tf.jobs.stages import JobStages, check_work_dir, export_version_dir
 from transformer_tf.rundir.best_checkpoint import read_best
 from transformer_tf.rundir.lock import hold_run
 from transformer_tf.rundir.model_dir import read_run_config
@@ -47,6 +47,9 @@ from transformer_tf.training.fit import TrainOptions, train
 from transformer_tf.training.recipe_plan import RecipePlan
 
 logger = logging.getLogger(__name__)
+
+# The job's files at the top of its work directory (with test.hyp.<tgt>): `check_work_dir`.
+OUTPUTS = ("scores.json", "summary.json")
 
 DEMO_SENTENCES = {
     "en": ["A man in a blue shirt is riding a bicycle down the street.",
@@ -111,6 +114,7 @@ def run_main_job(options: MainJobOptions) -> dict:
     name = options.export_name or work_dir.name  # one export name per run directory
     export_version_dir(pathlib.Path(options.saved_models_dir) / name,
                        options.export_version)  # refused now, not after training
+    check_work_dir(work_dir, OUTPUTS + (f"test.hyp.{options.target_language}",))
     with hold_run(work_dir / "model", create=True):
         return _run_main_job(options, work_dir, name)
 

@@ -36,7 +36,12 @@ from transformer_tf.export.saved_model import export_model_dir
 from transformer_tf.inference.batch import load_translator
 from transformer_tf.inference.loading import source_decoding
 from transformer_tf.inference.parser import parse_lines
-from transformer_tf.jobs.stages import JobStages, check_export_free, export_version_dir
+from transformer_tf.jobs.stages import (
+    JobStages,
+    check_export_free,
+    check_work_dir,
+    export_version_dir,
+)
 from transformer_tf.presets.parsing import PRESET_LEAVES
 from transformer_tf.presets.parsing import DEFAULT_PARSING_PRESET
 from transformer_tf.rundir import checkpoints
@@ -46,6 +51,9 @@ from transformer_tf.training import averaging
 from transformer_tf.training.fit import TrainOptions, train
 
 logger = logging.getLogger(__name__)
+
+# The job's files at the top of its work directory (glob patterns): `check_work_dir`.
+OUTPUTS = ("valid.greedy.*.trees", "valid.trees", "test.trees", "summary.json")
 
 EXAMPLE_SENTENCES = [
     "The Transformer parses sentences without recurrence .",
@@ -156,6 +164,7 @@ def run_parse_job(options: ParseJobOptions) -> dict:
     work = pathlib.Path(options.work_dir)
     if options.saved_model_dir is not None:
         check_export_free(options.saved_model_dir)  # refused now, not after training
+    check_work_dir(work, OUTPUTS)
     with hold_run(work / "model", create=True):
         return _run_parse_job(options, work)
 

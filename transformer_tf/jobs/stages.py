@@ -1,11 +1,14 @@
-"""What every end-to-end job shares: its stages on the console and their timing, and the
-rule for where a job exports (a new TF Serving version, never over an earlier one)."""
+"""What every end-to-end job shares: its stages on the console and their timing, the rule
+for its work directory (another's files are not replaced) and the rule for where a job
+exports (a new TF Serving version, never over an earlier one)."""
 from __future__ import annotations
 
 import pathlib
 import time
+from collections.abc import Iterable
 
 from transformer_tf.export.versions import next_free_version
+from transformer_tf.rundir.model_dir import RUN_CONFIG
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
 
 
@@ -34,6 +37,22 @@ class JobStages:
 
     def total_seconds(self) -> float:
         return round(time.monotonic() - self.started, 1)
+
+
+def check_work_dir(work_dir, outputs: Iterable[str]) -> None:
+    """Refuses (FileExistsError, naming them) files matching a job's output names (glob
+    patterns in `work_dir`) when `work_dir` is not yet a job's work directory (it has no
+    trained run in WORK/model): they are someone else's, and the job would replace them
+    after training. In a job's own work directory they are its outputs, rewritten when
+    the job runs again."""
+    work_dir = pathlib.Path(work_dir)
+    if (work_dir / "model" / RUN_CONFIG).exists() or not work_dir.is_dir():
+        return
+    taken = sorted(str(path) for pattern in outputs for path in work_dir.glob(pattern))
+    if taken:
+        raise FileExistsError(f"{', '.join(taken)}: already there, and {work_dir} is not a "
+                              "job's work directory (no run in its model/); the job would "
+                              "replace them: give another --work-dir")
 
 
 def export_version_dir(name_dir, version: int | None) -> pathlib.Path:
