@@ -44,8 +44,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=pathlib.Path,
                         help="also write a results file, results/alignment/NAME.json")
     args = parser.parse_args(argv)
-    if args.out is not None and args.out.exists():
-        parser.error(f"--out: {args.out} exists; choose another name")
+    common.refuse_existing_outputs(parser, [args.out])
 
     from transformer_tf.evaluation.alignment_error import alignment_error_rate, parse_pharaoh
     from transformer_tf.inference.alignment import default_alignment_layer, load_aligner

@@ -253,6 +253,18 @@ def emit(result: dict) -> None:
     print(json.dumps(result), flush=True)
 
 
+def refuse_existing_outputs(parser, paths, flag: str = "--out") -> None:
+    """Stops the command with `parser.error` (its usage, exit status 2) when any of the
+    files `flag` would write already holds one: call it right after parsing, so a long
+    benchmark never ends by silently replacing a file the user owns. `paths` are every
+    file the flag derives (OUT.md, OUT.json, OUT.png, ...); None entries are skipped."""
+    existing = [str(path) for path in paths if path is not None and Path(path).exists()]
+    if existing:
+        verb, files = ("exists", "it") if len(existing) == 1 else ("exist", "them")
+        parser.error(f"{flag}: {', '.join(existing)} {verb}; choose another name "
+                     f"(or remove {files})")
+
+
 def csv_list(text, kind=str) -> list:
     """"1,4" -> [1, 4] (with kind=int): the workers' comma-separated options."""
     return [kind(x) for x in text.split(",") if x]

@@ -54,8 +54,9 @@ def main(argv=None) -> int:
                         help="CT2 length_penalty values to try; auto = ct2_length_penalty(alpha)")
     parser.add_argument("--ours", help="our translations, one per line: read if the file "
                                        "exists, else written after decoding")
-    parser.add_argument("--out", help="JSON file to write (also printed)")
+    parser.add_argument("--out", help="JSON file to write (also printed; must not exist yet)")
     args = parser.parse_args(argv)
+    common.refuse_existing_outputs(parser, [args.out])  # --ours is read when it exists
 
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)

@@ -28,9 +28,7 @@ import pathlib
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import common  # puts the repository on sys.path
 
 
 def measure(model_dirs: list[str], split: str, limit: int | None, beam_size: int | None,
@@ -99,8 +97,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if len(args.model_dirs) < 2:
         parser.error("give at least two run directories")
-    if args.out.exists():
-        parser.error(f"--out: {args.out} exists; choose another name")
+    common.refuse_existing_outputs(parser, [args.out])
 
     from transformer_tf.runtime.provenance import current_commit, machine_description
 

@@ -77,8 +77,11 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-seconds", type=float, default=10.0)
-    parser.add_argument("--out", help="write OUT.json and OUT.png (the log-log plot)")
+    parser.add_argument("--out", help="write OUT.json and OUT.png (the log-log plot); neither "
+                                      "may exist yet")
     args = parser.parse_args(argv)
+    if args.out:
+        common.refuse_existing_outputs(parser, [args.out + ".json", args.out + ".png"])
     lengths = common.csv_list(args.lengths, int)
     import numpy as np
     import tensorflow as tf

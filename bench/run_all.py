@@ -194,7 +194,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="about 5 minutes: fewer repeats, no XLA decoding")
     parser.add_argument("--json", action="store_true", help="print the one JSON object")
-    parser.add_argument("--out", default=None, help="also write the JSON object to this file")
+    parser.add_argument("--out", default=None,
+                        help="also write the JSON object to this file (must not exist yet)")
     parser.add_argument("--only", default=None,
                         help=f"comma-separated subset of {','.join(SECTIONS)} (default: all; "
                              f"with --quick all but {','.join(NOT_IN_QUICK)})")
@@ -212,6 +213,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", default="base,multi30k",
                         help="model shapes (base, multi30k; tiny to develop the bench)")
     args = parser.parse_args(argv)
+    common.refuse_existing_outputs(parser, [args.out])
     if args.only is None:
         sections = [s for s in SECTIONS if not (args.quick and s in NOT_IN_QUICK)]
     else:

@@ -106,8 +106,10 @@ def main(argv=None) -> int:
     parser.add_argument("work_dirs", nargs="+", help="main-job work directories")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--speed-rounds", type=int, default=2)
-    parser.add_argument("--out", help="write OUT.md and OUT.json")
+    parser.add_argument("--out", help="write OUT.md and OUT.json (neither may exist yet)")
     args = parser.parse_args(argv)
+    if args.out:
+        common.refuse_existing_outputs(parser, [args.out + ".md", args.out + ".json"])
     common.set_thread_env()
     rows = [describe_run(pathlib.Path(d)) for d in args.work_dirs]
     for row in rows:

@@ -60,7 +60,9 @@ def main(argv=None) -> int:
                              "results/table2/budget-fair-<CPU kind>.json, e.g. "
                              "budget-fair-avx2.json)")
     parser.add_argument("--figure", default="docs/table2_curves.png",
-                        help="PNG of dev BLEU during training, rewritten with the results")
+                        help="PNG of dev BLEU during training, rewritten with the results; "
+                             "a file already there is refused unless the results file "
+                             "records it as this study's (a new study needs a new name)")
     parser.add_argument("--presets", nargs=2, default=["multi30k", "convs2s_multi30k"],
                         metavar=("TRANSFORMER", "CONVS2S"), help="the two families' presets")
     parser.add_argument("--arms", nargs="+", choices=("time", "tokens"),
@@ -113,8 +115,9 @@ def _run(args, command) -> int:
         alongside=args.alongside, precision=resolve_precision(args.precision)[0],
         train_only=None if args.train_only is None else tuple(
             p for p in args.presets if get_preset(p).family == args.train_only))
-    # A results file of other settings (StudyMismatch) or a wrong preset is a ValueError:
-    # run_command reports it as "error: ..." with exit status 2.
+    # A results file of other settings (StudyMismatch), a figure of another study
+    # (FigureInUse) or a wrong preset is a ValueError: run_command reports it as
+    # "error: ..." with exit status 2.
     document = run_table2_study(options, flops_per_target_token=flops_per_target_token)
     print(f"{results}: {document['headline'].format(**document['values'])}")
     return 0

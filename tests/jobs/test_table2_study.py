@@ -4,6 +4,8 @@ finish, a killed study resumes without redoing them, the figure is drawn from th
 validation logs, the results file renders in the docs."""
 import dataclasses
 import json
+import pathlib
+import re
 import types
 
 import numpy as np
@@ -257,6 +259,42 @@ def test_two_processes_share_the_file_and_a_fresh_clone_continues(tmp_path, tiny
     rows = [{**r, **document["run_details"][r["key"]]} for r in document["rows"]]
     study.draw_figure(rows, fresh)
     assert (tmp_path / "fresh.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_new_study_refuses_an_existing_figure_and_a_resumed_one_redraws_its_own(
+        tmp_path, tiny_multi30k, known_pass_sizes):
+    """A new study (no results file yet) whose figure path holds a file, e.g. another CPU
+    kind's study's committed figure, is refused before anything is trained or counted; a
+    resumed study redraws the figure its results file records, and no other file."""
+    theirs = tmp_path / "curves.png"
+    theirs.write_bytes(b"the figure of another study")
+    options = _options(tmp_path, tiny_multi30k.directory, arms=("time",), seeds=(1,))
+    assert options.figure == str(theirs)
+    fakes = Fakes()
+    with pytest.raises(study.FigureInUse, match=f"{re.escape(str(theirs))}: exists.*"
+                                                "new study.*another --figure"):
+        study.run_table2_study(options, None, fakes.train, fakes.score, say=lambda _: None)
+    assert fakes.trained == [] and known_pass_sizes == []
+    assert theirs.read_bytes() == b"the figure of another study"
+    assert not pathlib.Path(options.results).exists()
+
+    ours = tmp_path / "ours.png"
+    options = dataclasses.replace(options, figure=str(ours))
+    killed = Fakes(fail_at=("time", "convs2s_multi30k", 1))
+    with pytest.raises(KeyboardInterrupt):
+        study.run_table2_study(options, None, killed.train, killed.score, say=lambda _: None)
+    drawn = ours.read_bytes()
+    assert drawn[:8] == b"\x89PNG\r\n\x1a\n"
+    # Resumed with the other study's figure: refused too, as that file is not this one's.
+    resumed = Fakes()
+    with pytest.raises(study.FigureInUse, match=re.escape(f"records {ours}")):
+        study.run_table2_study(dataclasses.replace(options, figure=str(theirs)), None,
+                               resumed.train, resumed.score, say=lambda _: None)
+    assert resumed.trained == [] and theirs.read_bytes() == b"the figure of another study"
+    study.run_table2_study(options, None, resumed.train, resumed.score, say=lambda _: None)
+    assert resumed.trained == [("time", "convs2s_multi30k", 1)]
+    redrawn = ours.read_bytes()
+    assert redrawn[:8] == b"\x89PNG\r\n\x1a\n" and redrawn != drawn  # both runs now
 
 
 SCRIPT_OPTIONS = r"""

@@ -21,7 +21,9 @@ counts FLOPs, a floor this package cannot import) and the run's training FLOPs.
 The results file (results/README.md's format) and the figure are rewritten after each
 finished run, so a killed study loses at most the run it was training; run the same
 command again: finished runs are kept, the interrupted one resumes from its checkpoint
-with what is left of its budget (`train` counts the budget across invocations).
+with what is left of its budget (`train` counts the budget across invocations). A figure
+file already there is replaced only if the results file records it as this study's: a
+new study is refused before training rather than replace another study's figure.
 """
 from __future__ import annotations
 
@@ -77,7 +79,9 @@ class Table2Options:
       data_dir: a prepared data directory both families train on.
       work_dir: where the runs' model directories go (work_dir/<arm>-<preset>-seed<s>/).
       results: the results file, rewritten after each finished run.
-      figure: the PNG of dev BLEU against training time and passes.
+      figure: the PNG of dev BLEU against training time and passes, redrawn after each
+        finished run; a file already there is refused unless the results file records it
+        as this study's figure (`FigureInUse`).
       presets: the runs' presets, one per family.
       arms: which of ARMS to run.
       minutes: the time arm's training budget per run.
@@ -127,6 +131,10 @@ class Table2Options:
 
 class StudyMismatch(ValueError):
     """The results file holds a study of other settings."""
+
+
+class FigureInUse(ValueError):
+    """The figure's path holds a file this study did not draw."""
 
 
 def run_key(arm: str, preset: str, seed: int) -> str:
@@ -310,6 +318,23 @@ def _read_document(path: pathlib.Path, options: Table2Options) -> tuple[list[dic
     return [{**row, **details.get(row["key"], {})} for row in document["rows"]], started
 
 
+def _refuse_foreign_figure(path: pathlib.Path, options: Table2Options) -> None:
+    """Raises FigureInUse when `options.figure` exists but is not the figure the results
+    file at `path` records: a new study (no results file yet), or one resumed with another
+    --figure, would replace a file it did not draw (e.g. the committed figure of a study
+    on another CPU kind). A resumed study keeps redrawing its own figure."""
+    figure = pathlib.Path(options.figure)
+    if not figure.exists():
+        return
+    recorded = json.loads(path.read_text()).get("figure") if path.exists() else None
+    if recorded is not None and os.path.normpath(recorded) == os.path.normpath(figure):
+        return
+    whose = (f"{path} records {recorded or 'no figure'}" if path.exists()
+             else f"{path} does not exist yet: this is a new study")
+    raise FigureInUse(f"{figure}: exists and is not this study's figure ({whose}); give "
+                      "another --figure, or remove the file")
+
+
 def _write_json(path: pathlib.Path, document: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(document, indent=1) + "\n")
@@ -394,6 +419,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     path = pathlib.Path(options.results)
     path.parent.mkdir(parents=True, exist_ok=True)
     rows, recorded = _read_document(path, options)
+    _refuse_foreign_figure(path, options)  # before any training: nothing to lose yet
     pass_sizes = recorded["pass_sizes"]
     for preset in options.presets:
         if preset not in pass_sizes:
