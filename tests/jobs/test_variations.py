@@ -351,6 +351,8 @@ def test_two_processes_share_a_study_one_row_each(tiny_multi30k, tmp_path):
 
     options = StudyOptions(data_dir=str(tiny_multi30k.directory), out_dir=str(tmp_path),
                            groups=("E",), max_steps=5, results=str(tmp_path / "r.json"))
+    # The other process began the study (its study.json) before it took the base row.
+    run_study(options, say=lambda message: None, plan_only=True)
     other_model = tmp_path / "rows" / "base" / "model"
     other_model.mkdir(parents=True)
     holder = subprocess.Popen(  # "the other process": holds the base row's run lock

@@ -15,10 +15,11 @@ seeds' noise). --rows, --max-steps, --budget-minutes, --eval-every and
 --peak-learning-rate still override it.
 
 OUT/results.json is the study in the results/ format (results/README.md): copy it to
-results/table3/ to render it in the docs, or give --results results/table3/NAME.json to
-have it written there after every row, with each row's own result: commit that file and
-the study continues in a fresh clone or on another machine, keeping its rows
-(--plan-only rewrites that file and the tables from them, training nothing).
+results/table3/ to render it in the docs (the copy is a --results file), or give
+--results results/table3/NAME.json to have it written there after every row, with each
+row's own result: commit that file and the study continues in a fresh clone or on another
+machine, keeping its rows (--plan-only rewrites that file and the tables from them,
+training nothing).
 
 The same command started twice on one --out, each pinned to its own core (taskset -c 0,
 taskset -c 1) with TF_NUM_INTRAOP_THREADS=1, trains the study two rows at a time: each
@@ -51,7 +52,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flag(parser, "data")
-    add_flag(parser, "out", help="study directory: rows/, variations.md, variations.json")
+    add_flag(parser, "out", help="study directory: rows/, variations.md, variations.json "
+                                 "(new, empty, or this study's: one holding other files is "
+                                 "refused)")
     parser.add_argument("--base", default="multi30k", choices=PRESET_NAMES,
                         help="Transformer preset the rows vary around (default multi30k)")
     parser.add_argument("--plan", default="full", choices=PLANS,
@@ -70,7 +73,8 @@ def main(argv=None):
     add_flag(parser, "results",
              help="a results file (e.g. results/table3/NAME.json) that also keeps "
                   "each finished row: a study continued in a fresh clone or on another "
-                  "machine keeps the rows it holds")
+                  "machine keeps the rows it holds (an existing file must be this "
+                  "study's: any other is refused, not replaced)")
     add_flag(parser, "plan_only",
              help="train nothing: write the tables and the results file from the rows "
                   "finished before (the others marked not trained yet)")

@@ -117,6 +117,29 @@ class StudyMismatch(ValueError):
     """A study directory was started with other settings than the ones given now."""
 
 
+class ForeignOutput(StudyMismatch):
+    """An output path (--out, --results) holds something this study did not write: the
+    study would replace it or read it as its own. (A StudyMismatch, so that the command
+    line reports it the same way, before anything is trained or written.)"""
+
+
+def _refuse_foreign_out(out: pathlib.Path) -> None:
+    """A missing or empty directory begins a study, and one with study.json is a study's
+    (`_check_same_study` says whether this one's); any other existing path is refused: the
+    study would replace its results.json and variations.* and read its provenance.json."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ForeignOutput(f"{out}: is a file, not a study directory; give another --out "
+                            "(a new or empty directory)")
+    if (out / STUDY_FILE).exists() or not any(out.iterdir()):
+        return
+    raise ForeignOutput(f"{out}: holds files but no {STUDY_FILE}, so it is not a study "
+                        "directory of this runner and the study would replace what it holds; "
+                        "give another --out (a new or empty directory), or the study's own "
+                        "directory to resume it")
+
+
 def _check_same_study(out: pathlib.Path, options: StudyOptions) -> None:
     """Records the study's defining settings on its first run; later runs must match them
     (rows already trained under other settings would otherwise be mixed into the table)."""
@@ -155,21 +178,41 @@ def _differences(recorded: dict, wanted: dict) -> str:
 
 def _rows_kept_in_results(options: StudyOptions) -> tuple[dict, dict | None]:
     """({row name: result} of the rows `options.results` holds, the provenance it records);
-    ({}, None) without a results file or with one that holds no kept rows."""
+    ({}, None) without a results file or with one of this study that holds no kept rows.
+    An existing file that is not this study's is refused (ForeignOutput, StudyMismatch):
+    the study rewrites the file after every row, and would replace it."""
     if options.results is None or not pathlib.Path(options.results).exists():
         return {}, None
     path = pathlib.Path(options.results)
-    document = json.loads(path.read_text())
-    kept = document.get(KEPT_ROWS) or []
-    if not kept:
-        return {}, None
-    details = _differences(document.get("study") or {},
-                           json.loads(json.dumps(options.portable_fields())))
+    document = _this_runners_results(path)
+    details = _differences(document["study"], json.loads(json.dumps(options.portable_fields())))
     if details:
         raise StudyMismatch(f"{path}: holds a study of other settings ({details}); give "
                             "another --results, or the same settings to continue it")
+    kept = document[KEPT_ROWS] or []
+    if not kept:
+        return {}, None
     return ({r["row"]: r for r in kept},
             {k: document[k] for k in ("commit", "machine", "date", "command")})
+
+
+def _this_runners_results(path: pathlib.Path) -> dict:
+    """The document of an existing --results file that this runner wrote (it records the
+    study's settings and its kept rows); any other file is refused (ForeignOutput), e.g. a
+    results file of another kind, or one written before files kept their rows."""
+    if path.is_dir():
+        raise ForeignOutput(f"{path}: is a directory, not a results file; give another "
+                            "--results (a new file, or the study's own)")
+    try:
+        document = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        document = None
+    if (not isinstance(document, dict) or not isinstance(document.get("study"), dict)
+            or KEPT_ROWS not in document):
+        raise ForeignOutput(f"{path}: is not a results file of this runner's study (it keeps "
+                            f"no '{KEPT_ROWS}' and 'study'), and the study would replace it; "
+                            "give another --results (a new file, or the study's own)")
+    return document
 
 
 def base_of_study(options: StudyOptions, vocab_size: int) -> tuple[ModelConfig, float]:
@@ -293,9 +336,11 @@ def run_study(options: StudyOptions, train_row: Callable | None = None,
     rows = with_base_seeds(define_rows(base_model, base_smoothing, options.groups,
                                        options.plan), options.extra_base_seeds)
     out = pathlib.Path(options.out_dir)
+    # Both outputs refused before anything is written if they hold what others made.
+    _refuse_foreign_out(out)
+    kept, recorded = _rows_kept_in_results(options)
     out.mkdir(parents=True, exist_ok=True)
     _check_same_study(out, options)
-    kept, recorded = _rows_kept_in_results(options)
     here = where_this_runs(options.alongside)
     if recorded is not None and not (out / PROVENANCE).exists():
         (out / PROVENANCE).write_text(json.dumps(
@@ -515,15 +560,18 @@ def write_tables(results: list[dict], out: pathlib.Path, options: StudyOptions,
         {"options": dataclasses.asdict(options), "rows": results, "verdicts": summary},
         indent=2))
     (out / RESULTS_MD).write_text(format_table(results, options) + format_verdicts(summary))
-    document = results_document(results, options, _provenance(out), planned)
-    (out / RESULTS_FILE).write_text(json.dumps(document, indent=1) + "\n")
+    # One form in both places, so a copy of OUT/results.json continues the study as a
+    # --results file does.
+    document = {**results_document(results, options, _provenance(out), planned),
+                "study": options.portable_fields(), KEPT_ROWS: results}
+    text = json.dumps(document, indent=1) + "\n"
+    (out / RESULTS_FILE).write_text(text)
     if options.results is not None:
         path = pathlib.Path(options.results)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**document, "study": options.portable_fields(),
-                                    KEPT_ROWS: results}, indent=1) + "\n")
+        path.write_text(text)
 
 
-__all__ = ["StudyMismatch", "StudyOptions", "base_of_study", "base_schedule_peak",
-           "format_table", "results_document", "row_training_overrides", "run_study",
-           "write_tables"]
+__all__ = ["ForeignOutput", "StudyMismatch", "StudyOptions", "base_of_study",
+           "base_schedule_peak", "format_table", "results_document", "row_training_overrides",
+           "run_study", "write_tables"]
