@@ -140,3 +140,15 @@ def test_a_directory_made_for_a_run_that_wrote_nothing_is_removed(tmp_path):
             pass
         assert (tmp_path / "nested" / LOCK_FILE).exists()  # still held by the outer one
     assert not (tmp_path / "nested").exists()
+
+    # Parents made for it go too, up to the first that existed; a parent that holds
+    # something else stays.
+    with pytest.raises(ValueError):
+        with hold_run(tmp_path / "a" / "b" / "model", create=True):
+            raise ValueError("refused")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["users", "written"]
+    with pytest.raises(ValueError):
+        with hold_run(tmp_path / "c" / "model", create=True):
+            (tmp_path / "c" / "notes.txt").write_text("mine")
+            raise ValueError("refused")
+    assert [p.name for p in (tmp_path / "c").iterdir()] == ["notes.txt"]

@@ -118,17 +118,19 @@ class RunLock:
         tmp.replace(path)
         return self
 
-    def release(self, remove_if_unused: bool = False) -> None:
-        """Releases the lock. With `remove_if_unused` (MDIR was made for this run), an MDIR
-        that holds nothing but the lock file is removed, lock file and all, before the
-        lock goes: a refused or failed new run leaves no empty run directory behind."""
+    def release(self, made_from: pathlib.Path | None = None) -> None:
+        """Releases the lock. `made_from`: the first directory of MDIR's path that was made
+        for this run (MDIR itself, or a parent): if MDIR holds nothing but the lock file,
+        it is removed, lock file and all, before the lock goes, and so are the empty
+        directories up to `made_from`: a refused or failed new run leaves no empty run
+        directory behind."""
         (self.model_dir / HOLDER_FILE).unlink(missing_ok=True)
-        if remove_if_unused and [p.name for p in self.model_dir.iterdir()] == [LOCK_FILE]:
-            # Removed while still held, so no run can be inside. (A taker that opened the
-            # file just before would lock the removed file, then fail to write its record
-            # into the removed directory.)
+        if made_from is not None and [p.name for p in self.model_dir.iterdir()] == [LOCK_FILE]:
+            # Removed while still held, so no run can be inside. A taker that opened the
+            # file just before locks the removed file and cannot write its record; one
+            # that made a new lock file since keeps the directory (rmdir fails).
             (self.model_dir / LOCK_FILE).unlink()
-            self.model_dir.rmdir()
+            _remove_empty_directories(self.model_dir, made_from)
         self._lock.release()
 
     def __enter__(self) -> "RunLock":
@@ -138,19 +140,43 @@ class RunLock:
         self.release()
 
 
+def _first_missing(path: pathlib.Path) -> pathlib.Path | None:
+    """The first directory of `path` (from the root) that does not exist, or None."""
+    path = path.absolute()
+    missing = None
+    while not path.exists():
+        missing, path = path, path.parent
+    return missing
+
+
+def _remove_empty_directories(directory: pathlib.Path, up_to: pathlib.Path) -> None:
+    """rmdir `directory`, then its parents up to and including `up_to`, stopping at the
+    first that is not empty (or cannot be removed)."""
+    directory, up_to = directory.absolute(), up_to.absolute()
+    while True:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        if directory == up_to or directory.parent == directory:
+            return
+        directory = directory.parent
+
+
 @contextlib.contextmanager
 def hold_run(model_dir, create: bool = False):
     """Holds MDIR's `RunLock` for the block, or nothing more when this process already
     holds it (an outer `hold_run`); raises `RunLockedError` when another process does.
     A missing MDIR raises FileNotFoundError unless `create` (a new training run); an MDIR
-    created so is removed again at the end if nothing but the lock was written into it."""
+    created so (with any parents made for it) is removed again at the end if nothing but
+    the lock was written into it."""
     if not create and not pathlib.Path(model_dir).is_dir():
         raise FileNotFoundError(f"{model_dir}: no such run directory")
     key = pathlib.Path(model_dir).resolve()
     with _held_guard:
         outer = key in _held
         if not outer:
-            created = not pathlib.Path(model_dir).exists()
+            made_from = _first_missing(pathlib.Path(model_dir))  # None: MDIR exists
             lock = RunLock(model_dir).acquire()
         _held[key] = _held.get(key, 0) + 1
     try:
@@ -161,7 +187,7 @@ def hold_run(model_dir, create: bool = False):
             if not _held[key]:
                 del _held[key]
                 if not outer:
-                    lock.release(remove_if_unused=created)
+                    lock.release(made_from)
 
 
 @contextlib.contextmanager
