@@ -44,6 +44,7 @@ from transformer_tf.jobs.variation_verdicts import (
     verdicts,
 )
 from transformer_tf.presets import get_preset
+from transformer_tf.rundir.files import write_json_atomically
 from transformer_tf.rundir.lock import describe_holder, hold_run_if_free
 from transformer_tf.rundir.logged_scalars import median_logged_scalar
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
@@ -146,7 +147,7 @@ def _check_same_study(out: pathlib.Path, options: StudyOptions) -> None:
     path = out / STUDY_FILE
     wanted = json.loads(json.dumps(options.defining_fields()))
     if not path.exists():
-        path.write_text(json.dumps(wanted, indent=2))
+        write_json_atomically(path, wanted)  # read by a second process at any time
         return
     recorded = json.loads(path.read_text())
     details = _differences(recorded, wanted)
@@ -154,7 +155,7 @@ def _check_same_study(out: pathlib.Path, options: StudyOptions) -> None:
         raise StudyMismatch(f"{path}: this study was started with other settings ({details}); "
                             "use another --out, or the same settings to resume it")
     if recorded != wanted:  # more base seeds than before
-        path.write_text(json.dumps(wanted, indent=2))
+        write_json_atomically(path, wanted)
 
 
 # Settings a resumed study may extend: a list that begins with the recorded one. More
