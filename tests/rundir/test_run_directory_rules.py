@@ -101,6 +101,14 @@ def test_a_truncated_newest_checkpoint_is_skipped_and_kept_aside(run, tiny_multi
     aside = checkpoints.checkpoint_dir(run) / checkpoints.DAMAGED_SUBDIR
     assert (aside / data.name).read_bytes() == truncated  # kept for inspection
     assert checkpoints.checkpoint_problem(newest) is None  # written again, whole
+    # Damaged again at the same step: both copies are kept.
+    again = data.read_bytes()[: data.stat().st_size // 2]
+    data.write_bytes(again)
+    with caplog.at_level(logging.WARNING):
+        moved = checkpoints.repair_checkpoint_state(run)
+    assert aside / "2" / data.name in moved
+    assert (aside / "2" / data.name).read_bytes() == again
+    assert (aside / data.name).read_bytes() == truncated
 
 
 def test_a_run_whose_every_checkpoint_is_damaged_does_not_start_again(run, tiny_multi30k):

@@ -174,10 +174,21 @@ def list_checkpoints(model_dir) -> list[str]:
     return found
 
 
+def _aside_directory(root: pathlib.Path, names: list[str]) -> pathlib.Path:
+    """`root`, or root/2, root/3, ...: the first that holds none of `names` (made if
+    missing), so a checkpoint damaged twice at the same step keeps both copies."""
+    directory, number = root, 1
+    while any((directory / name).exists() for name in names):
+        number += 1
+        directory = root / str(number)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
 def repair_checkpoint_state(model_dir) -> list[pathlib.Path]:
     """Before a run resumes (holding the run's lock): damaged checkpoints newer than the
     newest readable one are moved to MDIR/checkpoints/damaged/ (kept for inspection, out
-    of the run's way), and the state file is rewritten from the checkpoints present when
+    of the run's way; into damaged/2/, 3/, ... when files of their names are there), and the state file is rewritten from the checkpoints present when
     it does not list exactly them. Each change is logged as a warning. Returns the moved
     files. Raises `CheckpointError` when checkpoints exist and none is readable: a resume
     must not silently start again from step 0."""
@@ -193,13 +204,14 @@ def repair_checkpoint_state(model_dir) -> list[pathlib.Path]:
     moved = []
     newer = [p for p in found if checkpoint_step(p) > checkpoint_step(good[-1])]
     if newer:
-        aside = checkpoint_dir(model_dir) / DAMAGED_SUBDIR
-        aside.mkdir(exist_ok=True)
-        for prefix in newer:
-            for path in sorted(glob.glob(glob.escape(prefix) + ".*")):
-                target = aside / pathlib.Path(path).name
-                os.replace(path, target)
-                moved.append(target)
+        files = [path for prefix in newer
+                 for path in sorted(glob.glob(glob.escape(prefix) + ".*"))]
+        aside = _aside_directory(checkpoint_dir(model_dir) / DAMAGED_SUBDIR,
+                                 [pathlib.Path(path).name for path in files])
+        for path in files:
+            target = aside / pathlib.Path(path).name
+            os.replace(path, target)
+            moved.append(target)
         logger.warning("moved the damaged checkpoint(s) %s to %s; resuming from %s",
                        ", ".join(pathlib.Path(p).name for p in newer), aside,
                        pathlib.Path(good[-1]).name)
