@@ -20,7 +20,7 @@ from transformer_tf.jobs.variations import (
 )
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# A committed results file of this runner written before files kept their rows.
+# A committed Table 3 results file that keeps no rows (no row_results).
 COMMITTED_WITHOUT_ROWS = REPO / "results" / "table3" / "multi30k-1000-steps-avx2.json"
 
 

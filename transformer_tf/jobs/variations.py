@@ -200,7 +200,7 @@ def _rows_kept_in_results(options: StudyOptions) -> tuple[dict, dict | None]:
 def _this_runners_results(path: pathlib.Path) -> dict:
     """The document of an existing --results file that this runner wrote (it records the
     study's settings and its kept rows); any other file is refused (ForeignOutput), e.g. a
-    results file of another kind, or one written before files kept their rows."""
+    results file of another kind, or a Table 3 results file that keeps no rows."""
     if path.is_dir():
         raise ForeignOutput(f"{path}: is a directory, not a results file; give another "
                             "--results (a new file, or the study's own)")
