@@ -258,11 +258,12 @@ def refuse_existing_outputs(parser, paths, flag: str = "--out") -> None:
     files `flag` would write already holds one: call it right after parsing, so a long
     benchmark never ends by silently replacing a file the user owns. `paths` are every
     file the flag derives (OUT.md, OUT.json, OUT.png, ...); None entries are skipped."""
-    existing = [str(path) for path in paths if path is not None and Path(path).exists()]
-    if existing:
-        verb, files = ("exists", "it") if len(existing) == 1 else ("exist", "them")
-        parser.error(f"{flag}: {', '.join(existing)} {verb}; choose another name "
-                     f"(or remove {files})")
+    from transformer_tf.runtime.outputs import refuse_existing
+
+    try:
+        refuse_existing(paths, "choose another name (or remove the file)")
+    except FileExistsError as error:
+        parser.error(f"{flag}: {error}")
 
 
 def csv_list(text, kind=str) -> list:

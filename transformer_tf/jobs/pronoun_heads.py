@@ -33,6 +33,7 @@ from transformer_tf.evaluation.pronoun_heads import (
     positional_baseline,
     strongest_other_word,
 )
+from transformer_tf.runtime.outputs import refuse_existing
 from transformer_tf.runtime.provenance import current_commit, machine_description
 
 COLUMNS = [{"key": "layer", "label": "layer"}, {"key": "head", "label": "head"},
@@ -75,12 +76,10 @@ def check_outputs(options: PronounHeadsOptions) -> None:
     head the measurement finds, so any PNG there could be replaced."""
     if options.overwrite:
         return
-    taken = [pathlib.Path(options.results)] if pathlib.Path(options.results).exists() else []
-    if options.figure_dir is not None and pathlib.Path(options.figure_dir).is_dir():
-        taken += sorted(pathlib.Path(options.figure_dir).rglob("*.png"))
-    if taken:
-        raise FileExistsError(f"{', '.join(map(str, taken))}: already there; give another "
-                              "--results or --figure-dir, or --overwrite to replace them")
+    figures = (sorted(pathlib.Path(options.figure_dir).rglob("*.png"))
+               if options.figure_dir is not None else [])
+    refuse_existing([options.results, *figures], "give another --results or --figure-dir, "
+                                                 "or --overwrite to replace them")
 
 
 def read_cases(data_dir, splits) -> list[tuple[PronounCase, str]]:

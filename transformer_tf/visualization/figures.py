@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pathlib
 
+from transformer_tf.runtime.outputs import refuse_existing
 from transformer_tf.visualization import plots
 from transformer_tf.visualization.maps import AttentionMaps, View, view
 
@@ -61,10 +62,9 @@ def write_figures(maps: AttentionMaps, out_dir, kind: str = "encoder", layer=Non
     paths = [out_dir / f"lines_{stem}.png", out_dir / f"heatmaps_{stem}.png"]
     if aligned is not None:
         paths.append(out_dir / f"alignment_layer{aligned.layer}.png")
-    existing = [str(path) for path in paths if path.exists()]
-    if existing and not overwrite:
-        raise FileExistsError(f"{', '.join(existing)}: already there (figures of this kind "
-                              "and layer); give another --out, or --overwrite to replace them")
+    if not overwrite:
+        refuse_existing(paths, "give another --out, or --overwrite to replace them (the "
+                               "names depend only on the kind and the layer)")
     plots.save_png(plots.lines_figure(shown.query_labels, shown.key_labels, shown.weights,
                                       shown.head_names, query, title_of(maps, shown, extra)),
                    paths[0], dpi)
