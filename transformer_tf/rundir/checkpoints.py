@@ -174,6 +174,18 @@ def list_checkpoints(model_dir) -> list[str]:
     return found
 
 
+def data_shards(prefix) -> list[str]:
+    """The .data-*-of-* files of the checkpoint at `prefix`, sorted. A prefix is a path,
+    not a pattern: "[" or "*" in it are characters of its name."""
+    return sorted(glob.glob(glob.escape(str(prefix)) + ".data-*-of-*"))
+
+
+def checkpoint_files(prefix) -> list[str]:
+    """The files of the checkpoint at `prefix` that exist: its .index, then `data_shards`."""
+    index = f"{prefix}.index"
+    return ([index] if os.path.isfile(index) else []) + data_shards(prefix)
+
+
 def _aside_directory(root: pathlib.Path, names: list[str]) -> pathlib.Path:
     """`root`, or root/2, root/3, ...: the first that holds none of `names` (made if
     missing), so a checkpoint damaged twice at the same step keeps both copies."""
@@ -188,8 +200,9 @@ def _aside_directory(root: pathlib.Path, names: list[str]) -> pathlib.Path:
 def repair_checkpoint_state(model_dir) -> list[pathlib.Path]:
     """Before a run resumes (holding the run's lock): damaged checkpoints newer than the
     newest readable one are moved to MDIR/checkpoints/damaged/ (kept for inspection, out
-    of the run's way; into damaged/2/, 3/, ... when files of their names are there), and the state file is rewritten from the checkpoints present when
-    it does not list exactly them. Each change is logged as a warning. Returns the moved
+    of the run's way; into damaged/2/, 3/, ... when files of their names are there), and
+    the state file is rewritten from the checkpoints present when it does not list
+    exactly them. Each change is logged as a warning. Returns the moved
     files. Raises `CheckpointError` when checkpoints exist and none is readable: a resume
     must not silently start again from step 0."""
     found = checkpoints_on_disk(model_dir)
@@ -204,8 +217,7 @@ def repair_checkpoint_state(model_dir) -> list[pathlib.Path]:
     moved = []
     newer = [p for p in found if checkpoint_step(p) > checkpoint_step(good[-1])]
     if newer:
-        files = [path for prefix in newer
-                 for path in sorted(glob.glob(glob.escape(prefix) + ".*"))]
+        files = [path for prefix in newer for path in checkpoint_files(prefix)]
         aside = _aside_directory(checkpoint_dir(model_dir) / DAMAGED_SUBDIR,
                                  [pathlib.Path(path).name for path in files])
         for path in files:
@@ -257,7 +269,7 @@ def checkpoint_problem(prefix) -> CheckpointError | None:
     index = f"{prefix}.index"
     if not os.path.isfile(index):
         return CheckpointError(index, "not found (no checkpoint with this prefix)")
-    shards = sorted(glob.glob(glob.escape(prefix) + ".data-*-of-*"))
+    shards = data_shards(prefix)
     if not shards:
         return CheckpointError(f"{prefix}.data-00000-of-00001",
                                "missing (the checkpoint's weights; deleted?)")

@@ -14,7 +14,6 @@ new run may start from it): a checkpoint is found in MDIR/checkpoints/ or MDIR/a
 from __future__ import annotations
 
 import dataclasses
-import glob
 import pathlib
 import re
 
@@ -61,10 +60,6 @@ def source_run_dir(checkpoint) -> pathlib.Path:
         "directory, or the run directory itself")
 
 
-def _files(prefix: str) -> list[str]:
-    return [f"{prefix}.index"] + sorted(glob.glob(glob.escape(prefix) + ".data-*-of-*"))
-
-
 def describe(checkpoint) -> InitSource:
     """The `InitSource` of a readable checkpoint prefix (raises `CheckpointError` for a
     damaged or missing one, FileNotFoundError when no run directory holds it)."""
@@ -80,7 +75,7 @@ def describe(checkpoint) -> InitSource:
     else:  # an averaged checkpoint holds the model alone
         step = None
     return InitSource(model_dir=str(run_dir), checkpoint=prefix, step=step,
-                      checkpoint_sha256=sha256_of_files(_files(prefix)))
+                      checkpoint_sha256=sha256_of_files(checkpoints.checkpoint_files(prefix)))
 
 
 def check_unchanged(source: InitSource) -> None:
@@ -88,7 +83,7 @@ def check_unchanged(source: InitSource) -> None:
     the run recorded it (before a resumed fine-tuned run with no checkpoint of its own
     starts from it again)."""
     checkpoints.check_readable(source.checkpoint)
-    now = sha256_of_files(_files(source.checkpoint))
+    now = sha256_of_files(checkpoints.checkpoint_files(source.checkpoint))
     if now != source.checkpoint_sha256:
         raise ValueError(f"{source.checkpoint}: the checkpoint this run was to start from "
                          f"has changed since (sha256 {now[:12]}..., recorded "

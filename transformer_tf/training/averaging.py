@@ -11,7 +11,6 @@ longer hold (`candidate_checkpoints`).
 from __future__ import annotations
 
 import dataclasses
-import glob
 import pathlib
 
 import numpy as np
@@ -123,9 +122,7 @@ def _check_output_prefix(model_dir, out) -> None:
         raise ValueError(f"--out {out}: inside {checkpoints.checkpoint_dir(model_dir)}, the "
                          "run's training checkpoints (a resumed run reads them); write the "
                          "average elsewhere, e.g. the default MDIR/averaged/ckpt")
-    # A prefix is a path, not a pattern: "[" or "*" in it are characters of its name.
-    existing = sorted(glob.glob(glob.escape(str(prefix)) + ".index")) + sorted(
-        glob.glob(glob.escape(str(prefix)) + ".data-*"))
+    existing = checkpoints.checkpoint_files(prefix)
     if existing:
         raise ValueError(f"--out {out}: a checkpoint already exists there "
                          f"({pathlib.Path(existing[0]).name}); it was left as it is. Choose "
