@@ -48,8 +48,14 @@ from transformer_tf.training.recipe_plan import RecipePlan
 
 logger = logging.getLogger(__name__)
 
-# The job's files at the top of its work directory (with test.hyp.<tgt>): `check_work_dir`.
-OUTPUTS = ("scores.json", "summary.json")
+# The job's files at the top of its work directory (the layout above).
+HYPOTHESES, SCORES, SUMMARY = "test.hyp.{tgt}", "scores.json", "summary.json"
+
+
+def output_names(target_language: str) -> tuple[str, ...]:
+    """The names of the job's files at the top of its work directory (`check_work_dir`)."""
+    return HYPOTHESES.format(tgt=target_language), SCORES, SUMMARY
+
 
 DEMO_SENTENCES = {
     "en": ["A man in a blue shirt is riding a bicycle down the street.",
@@ -114,7 +120,7 @@ def run_main_job(options: MainJobOptions) -> dict:
     name = options.export_name or work_dir.name  # one export name per run directory
     export_version_dir(pathlib.Path(options.saved_models_dir) / name,
                        options.export_version)  # refused now, not after training
-    check_work_dir(work_dir, OUTPUTS + (f"test.hyp.{options.target_language}",))
+    check_work_dir(work_dir, output_names(options.target_language))
     with hold_run(work_dir / "model", create=True):
         return _run_main_job(options, work_dir, name)
 
@@ -205,10 +211,10 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
     translations, _ = translate_lines(translator, sources, options.batch_size,
                                       progress=options.verbose > 0)
     hypotheses = [row[0] for row in translations]
-    hyp_path = work_dir / f"test.hyp.{tgt}"
+    hyp_path = work_dir / HYPOTHESES.format(tgt=tgt)
     hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     report = evaluate(hypotheses, references, lang=tgt)
-    (work_dir / "scores.json").write_text(report.to_json())
+    (work_dir / SCORES).write_text(report.to_json())
     print(report.format_text())
     stages.done("test_decode_and_score")
 
@@ -258,11 +264,11 @@ def _run_main_job(options: MainJobOptions, work_dir: pathlib.Path, name: str) ->
                   "model_dir": str(model_dir), "tensorboard_logdir": str(model_dir / "logs"),
                   "validation_log": str(validation_log_path(model_dir)),
                   "chosen_checkpoint": chosen.checkpoint, "hypotheses": str(hyp_path),
-                  "scores": str(work_dir / "scores.json"), "saved_model": str(export_dir)},
+                  "scores": str(work_dir / SCORES), "saved_model": str(export_dir)},
         "demo_translations": demo_pairs,
         "total_seconds": stages.total_seconds(),
     }
-    (work_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    (work_dir / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     return summary
 
 

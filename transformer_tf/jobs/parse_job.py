@@ -52,8 +52,12 @@ from transformer_tf.training.fit import TrainOptions, train
 
 logger = logging.getLogger(__name__)
 
-# The job's files at the top of its work directory (glob patterns): `check_work_dir`.
-OUTPUTS = ("valid.greedy.*.trees", "valid.trees", "test.trees", "summary.json")
+# The job's files at the top of its work directory: the greedy parses of the dev set by
+# each candidate checkpoint, the parses of dev and test, the summary; and as patterns for
+# `check_work_dir`.
+GREEDY_TREES, TREES, SUMMARY = "valid.greedy.{name}.trees", "{split}.trees", "summary.json"
+OUTPUTS = (GREEDY_TREES.format(name="*"), TREES.format(split="valid"),
+           TREES.format(split="test"), SUMMARY)
 
 EXAMPLE_SENTENCES = [
     "The Transformer parses sentences without recurrence .",
@@ -131,7 +135,7 @@ def choose_checkpoint(model_dir: pathlib.Path, prepared, work: pathlib.Path,
     dev_greedy = {}
     for name, path in candidates.items():
         scored = parse_and_score(model_dir, path, prepared, "valid",
-                                 work / f"valid.greedy.{name}.trees", batch_size,
+                                 work / GREEDY_TREES.format(name=name), batch_size,
                                  progress, decoding.replace(beam_size=1))
         dev_greedy[name] = scored["evalb"]["all"]["f1"]
         print(f"  {name} ({pathlib.Path(path).name}): dev F1 greedy {dev_greedy[name]:.2f}")
@@ -218,7 +222,7 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
     results = {}
     for split in ("valid", "test"):
         results[split] = parse_and_score(model_dir, checkpoint, prepared, split,
-                                         work / f"{split}.trees", options.batch_size,
+                                         work / TREES.format(split=split), options.batch_size,
                                          progress, decoding)
         repairs = results[split]["repairs"]
         print(f"{split}: {results[split].pop('report_text')}\nrepairs: {repairs['total']} in "
@@ -255,5 +259,5 @@ def _run_parse_job(options: ParseJobOptions, work: pathlib.Path) -> dict:
         "saved_model": str(export_dir), "examples": examples,
         "stage_seconds": stages.seconds, "total_seconds": stages.total_seconds(),
     }
-    (work / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    (work / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     return summary

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from transformer_tf.export.versions import next_free_version
 from transformer_tf.rundir.model_dir import RUN_CONFIG
 from transformer_tf.runtime.gc_freeze import set_aside_live_objects
+from transformer_tf.runtime.outputs import refuse_existing
 
 
 class JobStages:
@@ -48,11 +49,9 @@ def check_work_dir(work_dir, outputs: Iterable[str]) -> None:
     work_dir = pathlib.Path(work_dir)
     if (work_dir / "model" / RUN_CONFIG).exists() or not work_dir.is_dir():
         return
-    taken = sorted(str(path) for pattern in outputs for path in work_dir.glob(pattern))
-    if taken:
-        raise FileExistsError(f"{', '.join(taken)}: already there, and {work_dir} is not a "
-                              "job's work directory (no run in its model/); the job would "
-                              "replace them: give another --work-dir")
+    refuse_existing(sorted(path for pattern in outputs for path in work_dir.glob(pattern)),
+                    f"{work_dir} is not a job's work directory (no run in its model/), and "
+                    "the job would replace them: give another --work-dir")
 
 
 def export_version_dir(name_dir, version: int | None) -> pathlib.Path:
