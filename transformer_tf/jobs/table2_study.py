@@ -314,19 +314,21 @@ def _read_document(path: pathlib.Path, options: Table2Options) -> tuple[list[dic
                             "same settings to resume it")
     started = {k: document[k] for k in ("commit", "machine", "date")}
     started["pass_sizes"] = document.get("pass_sizes", {})
+    started["figure"] = document.get("figure")
     details = document.get("run_details", {})
     return [{**row, **details.get(row["key"], {})} for row in document["rows"]], started
 
 
-def _refuse_foreign_figure(path: pathlib.Path, options: Table2Options) -> None:
+def _refuse_foreign_figure(path: pathlib.Path, options: Table2Options,
+                           recorded: str | None) -> None:
     """Raises FigureInUse when `options.figure` exists but is not the figure the results
-    file at `path` records: a new study (no results file yet), or one resumed with another
-    --figure, would replace a file it did not draw (e.g. the committed figure of a study
-    on another CPU kind). A resumed study keeps redrawing its own figure."""
+    file at `path` records (`recorded`, read by `_read_document`): a new study (no results
+    file yet), or one resumed with another --figure, would replace a file it did not draw
+    (e.g. the committed figure of a study on another CPU kind). A resumed study keeps
+    redrawing its own figure."""
     figure = pathlib.Path(options.figure)
     if not figure.exists():
         return
-    recorded = json.loads(path.read_text()).get("figure") if path.exists() else None
     if recorded is not None and os.path.normpath(recorded) == os.path.normpath(figure):
         return
     whose = (f"{path} records {recorded or 'no figure'}" if path.exists()
@@ -419,7 +421,8 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
     path = pathlib.Path(options.results)
     path.parent.mkdir(parents=True, exist_ok=True)
     rows, recorded = _read_document(path, options)
-    _refuse_foreign_figure(path, options)  # before any training: nothing to lose yet
+    # Before any training: nothing to lose yet.
+    _refuse_foreign_figure(path, options, recorded.get("figure"))
     pass_sizes = recorded["pass_sizes"]
     for preset in options.presets:
         if preset not in pass_sizes:
