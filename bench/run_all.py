@@ -36,6 +36,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import shutil
 import sys
 import time
@@ -50,6 +51,7 @@ from comparison import largest, rounded, value_of  # noqa: E402
 from suite_runner import Runner, log, plan  # noqa: E402
 
 from transformer_tf.runtime.cpu import cpu_model_name  # light: no TensorFlow
+from transformer_tf.runtime.provenance import current_commit, machine_description
 
 SECTIONS = ("matmul", "train", "decode", "bf16", "pipeline", "families", "layers", "serving")
 # Sections that --quick leaves out unless --only names them (they take minutes).
@@ -84,8 +86,10 @@ def _suite_pass(runner, quick, sections, shapes, without, serving_model=None,
         "suite": "transformer_tf bench/run_all.py",
         "quick": quick,
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
+        "commit": current_commit(),
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                    "processor": cpu_model_name(), "python": platform.python_version(),
+                    "processor": cpu_model_name(), "description": machine_description(),
+                    "python": platform.python_version(),
                     "threads_per_engine": common.THREADS,
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
                     "load_average_start": common.load_average(),
@@ -225,6 +229,8 @@ def main(argv=None) -> int:
     report = run_suite(args.quick, sections, shapes,
                        [m for m in args.without.split(",") if m], max(1, args.rounds),
                        args.model_dir, args.serving_sentences)
+    report["command"] = shlex.join(["python", "bench/run_all.py",
+                                    *(sys.argv[1:] if argv is None else argv)])
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     if args.json:
