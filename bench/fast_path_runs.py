@@ -135,7 +135,8 @@ def _without_out(command: str | None) -> str | None:
 
 def _peaks(runs: dict[str, dict]) -> str:
     """"TensorFlow 2048x2048 matmul peak 208-216 GFLOP/s float32" over the runs (with
-    bfloat16's where the runs measured it), or "" when none measured the peak."""
+    bfloat16's where the CPU multiplies bfloat16 natively: an emulated peak is not the
+    machine's), or "" when none measured the peak."""
     def span(key):
         found = sorted(v for v in ((run.get("matmul_peak") or {}).get(key)
                                    for run in runs.values()) if v is not None)
@@ -143,7 +144,8 @@ def _peaks(runs: dict[str, dict]) -> str:
             return None
         return (f"{found[0]:.0f}" if round(found[0]) == round(found[-1])
                 else f"{found[0]:.0f}-{found[-1]:.0f}")
-    float32, bfloat16 = span("tf_gflops"), span("tf_bf16_gflops")
+    native = any((run.get("matmul_peak") or {}).get("cpu_bf16") for run in runs.values())
+    float32, bfloat16 = span("tf_gflops"), span("tf_bf16_gflops") if native else None
     if float32 is None:
         return ""
     text = f"TensorFlow 2048x2048 matmul peak {float32} GFLOP/s float32"

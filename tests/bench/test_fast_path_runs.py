@@ -119,6 +119,16 @@ def test_the_results_file_renders_with_the_runs_provenance():
         assert key in document
 
 
+def test_the_bfloat16_peak_is_named_only_where_the_cpu_has_native_bfloat16():
+    runs = _three_runs()
+    for run in runs.values():
+        run["matmul_peak"]["tf_bf16_gflops"] = 130.0  # emulated on this AVX2 CPU
+    assert tool.results_document(runs)["machine"].endswith("98-103 GFLOP/s float32")
+    for run in runs.values():
+        run["matmul_peak"]["cpu_bf16"] = ["avx512_bf16"]
+    assert tool.results_document(runs)["machine"].endswith("float32, 130 bfloat16")
+
+
 def test_runs_written_before_the_provenance_was_recorded_need_it_given():
     runs = _three_runs()
     for run in runs.values():
