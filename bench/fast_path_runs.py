@@ -45,10 +45,14 @@ class RunsError(ValueError):
 
 def load_run(path: pathlib.Path) -> dict:
     """One run_all JSON with a serving section's `fast_paths` of exactly one CPU kind."""
+    from transformer_tf.runtime.json_file import JsonFileError, read_json_file
+
     try:
-        run = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise RunsError(f"{path}: not a bench/run_all.py JSON file ({error})") from None
+        run = read_json_file(path)
+    except JsonFileError as error:
+        raise RunsError(str(error)) from None
+    except OSError as error:
+        raise RunsError(f"{path}: {error.strerror}") from None
     kinds = list((run.get("fast_paths") or {}))
     if len(kinds) != 1:
         raise RunsError(f"{path}: no serving section's fast_paths (run bench/run_all.py "
@@ -99,7 +103,7 @@ def summarise(runs: dict[str, dict]) -> dict:
             row[key] = (f"{median:.2f}" if len(ratios) == 1
                         else f"{median:.2f} ({low:.2f}-{high:.2f})")
         rows.append(row)
-    return {"kind": kind, "library": "/".join(sorted(filter(None, libraries))) or "unknown",
+    return {"kind": kind, "libraries": sorted(filter(None, libraries)) or ["unknown"],
             "rows": rows, "values": values}
 
 
@@ -177,7 +181,7 @@ def results_document(runs: dict[str, dict], commit: str | None = None,
     sentences = {_serving_sentences(run) for run in runs.values()} - {None}
     served = (f"the first {sentences.pop():,} test 2016 sentences" if len(sentences) == 1
               else "test 2016 sentences")
-    library = " and ".join(PRODUCTS.get(name, name) for name in summary["library"].split("/"))
+    library = " and ".join(PRODUCTS.get(name, name) for name in summary["libraries"])
     noted = [f"{count} runs of the serving section"
              + (f", at {', '.join(dict.fromkeys(commits))}" if all(commits) else "")]
     if conditions:

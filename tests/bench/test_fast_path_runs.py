@@ -68,7 +68,7 @@ def test_median_and_range_of_each_cell_over_the_runs():
     assert summary["values"]["lanes_batch64_max"] == 1.4
     assert summary["values"]["chunking_batch64_median"] == 0.9  # the same in every run
     assert [row["path"] for row in summary["rows"]] == list(tool.PATHS)
-    assert summary["kind"] == "AVX2" and summary["library"] == "eigen"
+    assert summary["kind"] == "AVX2" and summary["libraries"] == ["eigen"]
 
 
 def test_an_even_number_of_runs_takes_the_middle_two():
@@ -197,3 +197,11 @@ def test_run_all_records_what_the_summary_takes_from_each_run(tmp_path, monkeypa
     assert document["command"] == "python bench/run_all.py --only '' --serving-sentences 400"
     assert document["commit"] == current_commit()
     assert document["machine"] == machine_description()  # no matmul section: no peak
+
+
+def test_a_damaged_run_file_is_refused_naming_its_line(tmp_path, capsys):
+    path = tmp_path / "cut.json"
+    path.write_text('{"fast_paths": {\n')
+    with pytest.raises(SystemExit):
+        tool.main([str(path), "--out", str(tmp_path / "fast.json")])
+    assert f"{path}: not valid JSON" in capsys.readouterr().err
