@@ -29,7 +29,8 @@ SCRIPTS = {
     "ensemble_gain": (["runs/a", "runs/b"], [""], "measure"),
     "alignment_error_rate": (["--model-dir", "runs/m"], [""],
                              "transformer_tf.inference.alignment:load_aligner"),
-    "fast_path_runs": (["results/raw/run.json"], [""], "load_run"),
+    "fast_path_runs": (["results/raw/run.json"], [""], "serving_runs:load_run"),
+    "ctranslate2_runs": (["results/raw/run.json"], [""], "serving_runs:load_run"),
 }
 # (script, the suffixes of the files that exist already): each derived file alone, and
 # both of table2's at once.
