@@ -14,7 +14,7 @@ import common
 BENCH = Path(__file__).resolve().parent
 WORKERS = BENCH / "workers"
 
-PEER_MODULES = {"torch": ["torch"], "ctranslate2": ["ctranslate2", "transformers", "torch"],
+PEER_MODULES = {"torch": ["torch"], "ctranslate2": ["ctranslate2"],
                 "hf": ["transformers", "torch"]}
 
 
@@ -118,6 +118,11 @@ def _primary(result: dict):
     return None, None
 
 
+# What tells a decode worker's runs apart: one configuration each (the CTranslate2 peer
+# runs every configuration in each of its compute types).
+_CONFIGURATION = ("shape", "beam", "xla", "batch", "compute_type")
+
+
 def merge_results(a: dict, b: dict) -> dict:
     """The better of two results of one worker (decode workers: per configuration).
 
@@ -125,7 +130,7 @@ def merge_results(a: dict, b: dict) -> dict:
     """
     if "runs" in a and "runs" in b:
         def key(run):
-            return (run.get("shape"), run.get("beam"), run.get("xla"), run.get("batch"))
+            return tuple(run.get(field) for field in _CONFIGURATION)
 
         merged = dict(b)
         by_key = {key(r): r for r in a["runs"]}
