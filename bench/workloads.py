@@ -106,7 +106,7 @@ def decode(runner, settings, shapes, benchmarks, peak, quick: bool) -> None:
                     "ours": value_of(mine, "output_tokens_per_s"),
                     "ours_xla": value_of(mine_xla, "output_tokens_per_s"),
                     "peer": value_of(theirs, "output_tokens_per_s"),
-                    "peer_name": {"ctranslate2": "CTranslate2 (float32, Marian)",
+                    "peer_name": {"ctranslate2": "CTranslate2 (float32, our weights)",
                                   "hf": "transformers MarianMTModel.generate"}[engine],
                     "peer_missing": peer_error, "ours_error": ours_error,
                     "ours_xla_missing": (None if mine_xla is not None else
@@ -191,7 +191,7 @@ def _decode_compute_types(runner, settings, benchmarks, shapes, ours, ours_error
                     "ours": value_of(mine, "output_tokens_per_s"),
                     "peer": value_of(theirs, "output_tokens_per_s"),
                     "ours_precision": ours_precision, "comparison": comparison,
-                    "peer_name": f"CTranslate2 {compute_type} (Marian, random weights)",
+                    "peer_name": f"CTranslate2 {compute_type} (our random weights)",
                     "ours_error": mine_error, "peer_missing": missing,
                     "details": {"ours": mine, "peer": theirs}})
 

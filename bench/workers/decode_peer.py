@@ -1,4 +1,4 @@
-"""Worker: a decoding peer on a random-weight Marian model of our shape.
+"""Worker: a decoding peer on random weights of our shape.
 
     python bench/workers/decode_peer.py --engine {ctranslate2,hf} --shapes base,multi30k
         --beams 1,4 [--batch 32 --source-len 32 --output-len 32 --warmup 1 --repeats 3]
@@ -8,18 +8,22 @@ Same work as bench/workers/decode_tf.py: `batch` random sources of `source_len` 
 (the last one EOS), exactly `output_len` output tokens each (EOS suppressed until then:
 CTranslate2 `min_decoding_length`, HF `min_new_tokens`), greedy (beam 1) or beam search.
 
-- ctranslate2: the Marian model (bench/marian_peer.py) converted in this process to a
-  float32 CTranslate2 model; `Translator(device="cpu", compute_type=T, intra_threads=2,
+- ctranslate2: decode_tf.py's own random-weight Transformer, converted by our exporter
+  in a separate process (bench/workers/ct2_model.py; no torch needed), so both engines
+  decode the same weights; `Translator(device="cpu", compute_type=T, intra_threads=2,
   inter_threads=1)` for each T of --compute-types that
   `ctranslate2.get_supported_compute_types("cpu")` lists (the others are reported under
   "unsupported_compute_types"), `translate_batch` on the whole batch. Each run records
   its "compute_type" (the hf peer's: float32).
-- hf: `MarianMTModel.generate` (KV cache on, `torch.set_num_threads(2)`, no_grad).
+- hf: `MarianMTModel.generate` on a random-weight Marian model of our shape
+  (bench/marian_peer.py; KV cache on, `torch.set_num_threads(2)`, no_grad).
 """
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -51,43 +55,43 @@ def main(argv=None):
     b, length = args.batch, args.output_len
     report = {"benchmark": "decode", "engine": args.engine,
               "load_average_start": common.load_average(), "runs": []}
+    scratch = tempfile.TemporaryDirectory()
     # Engine imports here, after argument parsing: --help and bad arguments do not load
-    # torch / transformers, and the load average above is sampled before they load.
+    # them, and the load average above is sampled before they load.
     import numpy as np
-    import torch
-    import transformers
 
-    import marian_peer
-
-    torch.set_num_threads(common.THREADS)
-    report["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
     if args.engine == "ctranslate2":
-        import ctranslate2  # only this engine needs it (the hf peer runs without)
+        import ctranslate2
 
-        report["versions"]["ctranslate2"] = ctranslate2.__version__
+        report["versions"] = {"ctranslate2": ctranslate2.__version__}
         report["threads"] = {"intra_threads": common.THREADS, "inter_threads": 1}
         supported = ctranslate2.get_supported_compute_types("cpu")
         report["unsupported_compute_types"] = [t for t in compute_types if t not in supported]
         compute_types = [t for t in compute_types if t in supported]
+        models = ct2_models(args.shapes, Path(scratch.name))
     else:
+        import torch
+        import transformers
+
+        import marian_peer
+
+        torch.set_num_threads(common.THREADS)
+        report["versions"] = {"torch": torch.__version__,
+                              "transformers": transformers.__version__}
         report["threads"] = {"torch": torch.get_num_threads()}
 
     for shape_name in common.csv_list(args.shapes):
         shape = common.SHAPES[shape_name]
-        model = marian_peer.build_marian(torch, shape)
-        model_params = int(sum(p.numel() for p in model.parameters()))
         rng = np.random.default_rng(0)
         source = common.random_ids(rng, b, args.source_len, shape.vocab_size)
         source[:, -1] = EOS_ID
-        scratch = None
         if args.engine == "ctranslate2":
-            scratch = tempfile.TemporaryDirectory()
-            model_dir = marian_peer.convert_to_ctranslate2(model, shape,
-                                                           Path(scratch.name) / "ct2")
-            del model
-            tokens = marian_peer.vocabulary(shape)
+            model_dir, model_params = models[shape_name]["dir"], models[shape_name]["params"]
+            tokens = models[shape_name]["vocabulary"]
             batch = [[tokens[i] for i in row] for row in source]
         else:
+            model = marian_peer.build_marian(torch, shape)
+            model_params = int(sum(p.numel() for p in model.parameters()))
             input_ids = torch.from_numpy(source).long()
             attention_mask = torch.ones_like(input_ids)
 
@@ -126,10 +130,22 @@ def main(argv=None):
             result.update(common.decoding_figures(
                 timing, shape, b, args.source_len, length, beam))
             report["runs"].append(result)
-        if scratch is not None:
-            translator = None  # (released before its directory goes)
-            scratch.cleanup()
+    translator = None  # (released before its directory goes)
+    scratch.cleanup()
     common.emit(report)
+
+
+def ct2_models(shapes: str, out: Path) -> dict:
+    """{shape: {"dir", "params", "vocabulary"}}: decode_tf.py's random-weight models as
+    CTranslate2 models under `out`, written by bench/workers/ct2_model.py in a process of
+    its own (TensorFlow never loads in the process that times CTranslate2)."""
+    worker = Path(__file__).resolve().parent / "ct2_model.py"
+    done = subprocess.run([sys.executable, str(worker), "--shapes", shapes, "--out", str(out)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{worker.name} failed (exit {done.returncode}):\n"
+                         + "\n".join(done.stderr.strip().splitlines()[-15:]))
+    return json.loads(done.stdout.strip().splitlines()[-1])["models"]
 
 
 if __name__ == "__main__":
