@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -43,16 +44,17 @@ class Runner:
         self.temporary: list[str] = []  # directories removed when the suite ends
 
     def run(self, name: str, script: str, args: list[str],
-            needs=()) -> tuple[dict | None, str | None]:
-        """(result, None) or (None, reason); with several rounds, the best result so far."""
-        result, reason = self._run_once(name, script, args, needs)
+            needs=(), env: dict[str, str] | None = None) -> tuple[dict | None, str | None]:
+        """(result, None) or (None, reason); with several rounds, the best result so far.
+        `env`: variables set for this worker on top of the suite's environment."""
+        result, reason = self._run_once(name, script, args, needs, env)
         previous = self.results.get(name)
         if result is None:
             return (previous, None) if previous is not None else (None, reason)
         self.results[name] = result if previous is None else merge_results(previous, result)
         return self.results[name], None
 
-    def _run_once(self, name, script, args, needs):
+    def _run_once(self, name, script, args, needs, env=None):
         reason = missing_modules(needs)
         disabled = sorted(self.without & set(needs))
         if disabled:
@@ -65,11 +67,13 @@ class Runner:
         if not path.exists():  # a script of bench/ itself (e.g. layer_scaling)
             path = BENCH / f"{script}.py"
         command = [sys.executable, str(path), *args]
-        log(f"{name}: {' '.join(command[1:])}")
+        settings = "".join(f"{key}={value} " for key, value in (env or {}).items())
+        log(f"{name}: {settings}{' '.join(command[1:])}")
         start = time.perf_counter()
         try:
             proc = subprocess.run(command, capture_output=True, text=True,
-                                  timeout=self.timeout, cwd=str(common.ROOT))
+                                  timeout=self.timeout, cwd=str(common.ROOT),
+                                  env={**os.environ, **env} if env else None)
         except subprocess.TimeoutExpired:
             seconds = time.perf_counter() - start
             reason = f"timed out after {seconds:.0f} s"

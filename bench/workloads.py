@@ -5,9 +5,11 @@ and ConvS2S against the Transformer. (The serving section, on a trained model:
 serving_section.py.) Each adds its entries to `benchmarks`."""
 from __future__ import annotations
 
-from comparison import (CT2_COMPUTE_TYPES, TARGETS, compare, difference, run_where,
-                        value_of)
+from comparison import (CT2_COMPUTE_TYPES, TARGETS, compare, difference, ratio_of,
+                        run_where, value_of)
 from suite_runner import PEER_MODULES, repeat_args
+
+from transformer_tf.runtime.cpu import ONEDNN_VARIABLE, matmul_library
 
 
 def train(runner, settings, shapes, benchmarks, peak) -> dict:
@@ -83,6 +85,17 @@ def decode(runner, settings, shapes, benchmarks, peak, quick: bool) -> None:
     ours, ours_error = runner.run(
         "decode_tf", "decode_tf",
         ["--shapes", shape_list, "--beams", "1,4", "--xla-modes", modes, *repeats])
+    # A full run also searches with the other library of TensorFlow's CPU matrix products
+    # (oneDNN where this CPU's default is Eigen, and the reverse): which one pays depends
+    # on the CPU and the model's size, and a server picks it with TF_ENABLE_ONEDNN_OPTS.
+    default_library = matmul_library()
+    other_library = "eigen" if default_library == "onednn" else "onednn"
+    other = None
+    if not quick:
+        other, _ = runner.run(
+            f"decode_tf_{other_library}", "decode_tf",
+            ["--shapes", shape_list, "--beams", "1,4", "--xla-modes", "off", *repeats],
+            env={ONEDNN_VARIABLE: "1" if other_library == "onednn" else "0"})
     peers = {}
     for engine in ("ctranslate2", "hf"):
         types = ["--compute-types", ",".join(("float32", *CT2_COMPUTE_TYPES))] \
@@ -120,6 +133,13 @@ def decode(runner, settings, shapes, benchmarks, peak, quick: bool) -> None:
                     "peak_gflops": peak,
                     "details": {"ours": mine, "ours_xla": mine_xla, "peer": theirs},
                 }
+                mine_other = run_where(other, shape=shape, beam=beam, xla=False)
+                if mine_other is not None:
+                    entry["matmul_library"] = {
+                        "default": default_library, "other": other_library,
+                        "ours_other": value_of(mine_other, "output_tokens_per_s"),
+                        "other_over_default": ratio_of(
+                            value_of(mine_other, "output_tokens_per_s"), entry["ours"])}
                 name = "greedy" if beam == 1 else f"beam{beam}"
                 entry["target_ratio"] = TARGETS.get(f"decode_{name}_vs_{engine}",
                                                     TARGETS[f"decode_vs_{engine}"])
