@@ -1,4 +1,7 @@
-"""The search the decoding benchmarks time: the library's own search over the model
+"""The model and the search the decoding benchmarks time. The model: `decode_model`, the
+same random weights in every process that builds it (bench/workers/decode_tf.py decodes it,
+bench/workers/ct2_model.py converts it for the CTranslate2 peer). The search: the library's
+own search over the model
 (`search_with_lengths`, what `search_model` runs in production), with EOS forbidden so
 that every sentence produces exactly `length` tokens. Without XLA it is the served graph
 path (`search_model`'s: decoder caches that grow by one position per step, finished
@@ -18,3 +21,20 @@ def fixed_length_search(model, source_ids, beam_size: int, alpha: float, length:
         model, source_ids, beam_size=beam_size, alpha=alpha, n_best=1, max_lengths=length,
         cache_length=length if static_cache else None, max_decode_length=length,
         forbidden_ids=(PAD_ID, BOS_ID, EOS_ID))
+
+
+def decode_model(shape):
+    """The random-weight `Transformer` of `shape` (a `common.Shape`) the decoding
+    benchmarks decode: the training benchmark's config of that shape
+    (`train_tf.model_config_for`), Keras seeded with 0 first so that every process builds
+    the same weights, built in the global dtype policy. Import TensorFlow before calling
+    it (train_tf prepares a training process's environment when it loads first)."""
+    import keras
+
+    from train_tf import model_config_for
+    from transformer_tf.models.transformer import Transformer
+
+    keras.utils.set_random_seed(0)
+    model = Transformer(model_config_for(shape))
+    model.build()
+    return model

@@ -3,8 +3,8 @@ decodes, for the CTranslate2 decoding peer.
 
     python bench/workers/ct2_model.py --shapes base,multi30k --out DIR
 
-For each shape, builds the model decode_tf.py builds (`train_tf.model_config_for(shape)`,
-`keras.utils.set_random_seed(0)` first, float32) and writes it to DIR/<shape> as a float32
+For each shape, builds the model decode_tf.py builds (`fixed_length.decode_model`, in
+float32) and writes it to DIR/<shape> as a float32
 CTranslate2 model through our own converter (`transformer_tf.export.ctranslate2.
 transformer_spec`), with a made-up vocabulary (`vocabulary(shape)`): both engines then
 decode the very same weights, and the peer needs neither torch nor transformers. Prints
@@ -39,16 +39,13 @@ def vocabulary(shape: common.Shape) -> list[str]:
 def write_model(shape: common.Shape, out_dir: Path) -> dict:
     """decode_tf.py's random-weight model of `shape` as a CTranslate2 model in `out_dir`;
     returns its entry of the printed "models"."""
-    import keras
     import numpy as np
+    import tensorflow  # noqa: F401  (before fixed_length.decode_model, as it asks)
 
-    from train_tf import model_config_for
+    from fixed_length import decode_model
     from transformer_tf.export.ctranslate2 import transformer_spec
-    from transformer_tf.models.transformer import Transformer
 
-    keras.utils.set_random_seed(0)  # as decode_tf.py, before the same build
-    model = Transformer(model_config_for(shape))
-    model.build()
+    model = decode_model(shape)
     tokens = vocabulary(shape)
     spec = transformer_spec(model, tokens)
     spec.optimize()  # aliases the shared embedding matrices, as our exporter does

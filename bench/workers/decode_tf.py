@@ -54,10 +54,8 @@ def main(argv=None):
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op)
     import keras
 
-    from train_tf import model_config_for  # same model config as the training bench
-    from fixed_length import fixed_length_search
+    from fixed_length import decode_model, fixed_length_search
     from transformer_tf.config import EOS_ID
-    from transformer_tf.models.transformer import Transformer
 
     report = {"benchmark": "decode", "engine": "transformer_tf", "load_average_start": load_start,
               "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
@@ -67,9 +65,7 @@ def main(argv=None):
     b, length = args.batch, args.output_len
     for shape_name in common.csv_list(args.shapes):
         shape = common.SHAPES[shape_name]
-        keras.utils.set_random_seed(0)
-        model = Transformer(model_config_for(shape))
-        model.build()
+        model = decode_model(shape)
         model.keep_inference_weights()  # as a Translator does: laid out once
         rng = np.random.default_rng(0)
         source = common.random_ids(rng, b, args.source_len, shape.vocab_size)

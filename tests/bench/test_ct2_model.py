@@ -27,18 +27,13 @@ def test_the_peer_model_scores_as_decode_tfs_model(tmp_path, monkeypatch):
     tokens = entry["vocabulary"]
     assert tokens[:5] == ["<blank>", "<unk>", "<s>", "</s>", "t4"] and len(tokens) == 512
 
-    # decode_tf.py's model, built here as it builds it (seed 0, then the same config).
+    # decode_tf.py's model, built in this process as decode_tf.py builds it.
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
     monkeypatch.syspath_prepend(str(WORKERS))
     import common
-    import keras
-    from train_tf import model_config_for
+    from fixed_length import decode_model
 
-    from transformer_tf.models.transformer import Transformer
-
-    keras.utils.set_random_seed(0)
-    model = Transformer(model_config_for(common.SHAPES["tiny"]))
-    model.build()
+    model = decode_model(common.SHAPES["tiny"])
     assert entry["params"] == int(sum(np.prod(v.shape) for v in model.weights))
 
     source_ids = [17, 301, 45, 45, 9, EOS_ID]
