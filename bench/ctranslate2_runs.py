@@ -27,14 +27,16 @@ import sys
 BENCH = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import serving_runs  # noqa: E402
-from comparison import largest  # noqa: E402
-from serving_runs import RunsError, load_run  # noqa: E402,F401  (the tool's own errors)
+from comparison import OUR_VARIANTS, largest  # noqa: E402
+from serving_runs import RunsError  # noqa: E402,F401  (the tool's own errors)
 
 SEARCHES = (("greedy", "greedy"), ("beam4", "beam 4"))
 BATCHES = (1, 8, 64)
-# Our exact-rule layouts that `comparison.compare`'s ratio_best takes the best of, by name.
-OUR_LAYOUTS = {"ours": "one search", "ours_unchunked": "unchunked",
-               "ours_chunked_xla": "chunked XLA", "ours_lanes": "2 lanes"}
+# Our layouts as `comparison.compare`'s ratio_best takes the best of them: "ours" and
+# "ours_<variant>" (the entries of a serving run hold all but "ours_xla").
+OUR_LAYOUTS = ("ours", *(f"ours_{variant}" for variant in OUR_VARIANTS))
+LAYOUT_NAMES = {"ours": "one search", "ours_xla": "XLA", "ours_unchunked": "unchunked",
+                "ours_chunked_xla": "chunked XLA", "ours_lanes": "lanes"}
 RATIOS = ("ratio", "ratio_best", "ratio_same_rule")
 
 
@@ -47,9 +49,11 @@ def _entry(run: dict, search: str, batch: int) -> dict | None:
     return entry
 
 
-def _best_layout(entry: dict) -> str:
-    return OUR_LAYOUTS[max((key for key in OUR_LAYOUTS if entry.get(key) is not None),
-                           key=lambda key: entry[key])]
+def _best_layout(entry: dict) -> tuple[str, float]:
+    """(the name of our fastest layout in `entry`, its sentences/s)."""
+    key = max((k for k in OUR_LAYOUTS if entry.get(k) is not None), key=entry.get)
+    name = LAYOUT_NAMES[key]
+    return (f"{entry['lanes']} lanes" if name == "lanes" else name), entry[key]
 
 
 def summarise(runs: dict[str, dict]) -> dict:
@@ -74,12 +78,11 @@ def summarise(runs: dict[str, dict]) -> dict:
                 figures, row[ratio] = serving_runs.median_and_range(found)
                 values.update({f"{search}_batch{batch}_{ratio}_{name}": value
                                for name, value in figures.items()})
-            ours = [largest(e, *OUR_LAYOUTS) for e in entries]
-            theirs = [largest(e, "peer", "peer_lanes") for e in entries]
-            row["ours_best"] = round(statistics.median(v for v in ours if v is not None), 1)
-            row["peer_best"] = round(statistics.median(v for v in theirs if v is not None), 1)
-            layouts = collections.Counter(_best_layout(e) for e in entries)
-            layout, times = layouts.most_common(1)[0]
+            best = [_best_layout(e) for e in entries]
+            row["ours_best"] = round(statistics.median(speed for _, speed in best), 1)
+            row["peer_best"] = round(statistics.median(
+                largest(e, "peer", "peer_lanes") for e in entries), 1)
+            layout, times = collections.Counter(name for name, _ in best).most_common(1)[0]
             row["our_best_layout"] = f"{layout} ({times} of {len(entries)})"
             rows.append(row)
     return {"kind": kind, "rows": rows, "values": values}

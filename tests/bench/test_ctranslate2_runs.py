@@ -32,7 +32,7 @@ def _entry(ours, peer, lanes, peer_lanes, xla=None, k_finished=None) -> dict:
     """A serving entry as bench/comparison.compare leaves it (its ratios worked here)."""
     best_ours = max(v for v in (ours, lanes, xla) if v is not None)
     entry = {"ours": ours, "peer": peer, "ours_lanes": lanes, "peer_lanes": peer_lanes,
-             "ours_chunked_xla": xla, "ratio": ours / peer,
+             "lanes": 2, "ours_chunked_xla": xla, "ratio": ours / peer,
              "ratio_best": best_ours / max(peer, peer_lanes)}
     if k_finished is not None:
         entry["ours_k_finished"] = k_finished
