@@ -25,7 +25,7 @@ import sys
 BENCH = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import serving_runs  # noqa: E402
-from serving_runs import RunsError, load_run  # noqa: E402,F401  (the tool's own errors)
+from serving_runs import RunsError  # noqa: E402,F401  (the tool's own errors)
 
 PATHS = ("chunking", "lanes", "xla", "kernel_padding")
 BATCHES = (1, 8, 64)
@@ -33,7 +33,7 @@ PRODUCTS = {"eigen": "Eigen", "onednn": "oneDNN"}
 
 
 def summarise(runs: dict[str, dict]) -> dict:
-    """{"kind", "library", "rows", "values"} over `runs` ({file name: run JSON}): per path
+    """{"kind", "libraries", "rows", "values"} over `runs` ({file name: run JSON}): per path
     a row of "median (lowest-highest)" per batch size, and the values
     `<path>_batch<N>_{median,min,max}`. A path a run did not measure (its ratio None) is
     left out of that cell's figures; a cell no run measured is empty."""

@@ -55,7 +55,7 @@ def main(argv=None):
     b, length = args.batch, args.output_len
     report = {"benchmark": "decode", "engine": args.engine,
               "load_average_start": common.load_average(), "runs": []}
-    scratch = tempfile.TemporaryDirectory()
+    scratch = None
     # Engine imports here, after argument parsing: --help and bad arguments do not load
     # them, and the load average above is sampled before they load.
     import numpy as np
@@ -68,6 +68,7 @@ def main(argv=None):
         supported = ctranslate2.get_supported_compute_types("cpu")
         report["unsupported_compute_types"] = [t for t in compute_types if t not in supported]
         compute_types = [t for t in compute_types if t in supported]
+        scratch = tempfile.TemporaryDirectory()
         models = ct2_models(args.shapes, Path(scratch.name))
     else:
         import torch
@@ -130,8 +131,9 @@ def main(argv=None):
             result.update(common.decoding_figures(
                 timing, shape, b, args.source_len, length, beam))
             report["runs"].append(result)
-    translator = None  # (released before its directory goes)
-    scratch.cleanup()
+    if scratch is not None:
+        translator = None  # (released before its directory goes)
+        scratch.cleanup()
     common.emit(report)
 
 

@@ -22,13 +22,16 @@ OTHER = {1: 900.0, 4: 500.0}
 
 
 class FakeRunner:
-    def __init__(self):
+    def __init__(self, failing=()):
         self.calls = {}
+        self.failing = set(failing)
 
     def run(self, name, script, args, needs=(), env=None):
         self.calls[name] = {"script": script, "args": args, "env": env}
         if name == "decode_hf":
             return None, "not installed: transformers"
+        if name in self.failing:
+            return None, "exit code 1: boom"
         runs = []
         for beam in (1, 4):
             if name.startswith("decode_tf_"):
@@ -55,10 +58,21 @@ def test_a_full_run_times_the_other_matmul_library(monkeypatch, default, other, 
     assert call["args"][call["args"].index("--xla-modes") + 1] == "off"
     beam4 = benchmarks["decode_multi30k_beam4_vs_ctranslate2"]["matmul_library"]
     assert beam4 == {"default": default, "other": other, "ours_other": 500.0,
-                     "other_over_default": 1.25}  # 500 / 400
+                     "other_over_default": 1.25, "error": None}  # 500 / 400
     greedy = benchmarks["decode_multi30k_greedy_vs_ctranslate2"]["matmul_library"]
     assert greedy["other_over_default"] == 0.9  # 900 / 1000
     assert runner.calls["decode_tf"]["env"] is None  # ours as TensorFlow sets it
+
+
+def test_a_failed_run_of_the_other_library_says_why_in_each_entry(monkeypatch):
+    monkeypatch.setattr(workloads, "matmul_library", lambda: "eigen")
+    benchmarks = {}
+    workloads.decode(FakeRunner(failing={"decode_tf_onednn"}), suite_runner.plan(False),
+                     ["multi30k"], benchmarks, 100.0, quick=False)
+    library = benchmarks["decode_multi30k_beam4_vs_ctranslate2"]["matmul_library"]
+    assert library["ours_other"] is None and library["other_over_default"] is None
+    assert library["error"] == "exit code 1: boom"
+    assert benchmarks["decode_multi30k_beam4_vs_ctranslate2"]["ours"] == 400.0
 
 
 def test_a_quick_run_keeps_the_default_library_only(monkeypatch):
