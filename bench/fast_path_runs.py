@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """The inference fast paths over repeated serving runs on one kind of CPU: for each path
-(chunking, lanes, XLA, kernel padding) and batch size, the median and the range over the
-runs of its sentences/s with the path on over off (`fast_paths` in bench/run_all.py's
-JSON, each ratio paired within one run), written as a results file for the docs'
-table of fast paths by kind of CPU (docs/performance.md).
+(chunking, lanes, XLA, kernel padding, oneDNN's matrix products over Eigen's) and batch
+size, the median and the range over the runs of its sentences/s with the path on over
+off (`fast_paths` in bench/run_all.py's JSON, each ratio paired within one run), written
+as a results file for the docs' table of fast paths by kind of CPU (docs/performance.md).
 
 One run is noisy: a ratio of 0.9 or 1.1 may be the machine, not the path. Run the
 serving section several times on a quiet machine, then summarise:
@@ -27,7 +27,7 @@ sys.path.insert(0, str(BENCH))
 import serving_runs  # noqa: E402
 from serving_runs import RunsError  # noqa: E402,F401  (the tool's own errors)
 
-PATHS = ("chunking", "lanes", "xla", "kernel_padding")
+PATHS = ("chunking", "lanes", "xla", "kernel_padding", "onednn", "onednn_lanes")
 BATCHES = (1, 8, 64)
 PRODUCTS = {"eigen": "Eigen", "onednn": "oneDNN"}
 

@@ -11,6 +11,8 @@ from comparison import (CT2_COMPUTE_TYPES, TARGETS, compare, ratio_of, run_where
                         value_of)
 from suite_runner import log, missing_modules
 
+from transformer_tf.runtime.cpu import ONEDNN_VARIABLE
+
 DEFAULT_SERVING_MODEL = common.ROOT / "runs" / "multi30k_en_de" / "model"
 
 
@@ -83,10 +85,11 @@ def serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
     translations = Path(tempfile.mkdtemp(prefix="transformer_tf_translations_"))
     runner.temporary.append(str(translations))
 
-    def serve(name, engine, model, *extra):
+    def serve(name, engine, model, *extra, env=None):
         return runner.run(name, "serving", ["--engine", engine, "--model", model, *args,
                                             "--translations", str(translations / name), *extra],
-                          needs=["ctranslate2"] if engine == "ctranslate2" else ())
+                          needs=["ctranslate2"] if engine == "ctranslate2" else (),
+                          **({"env": env} if env else {}))
 
     def same_outputs(name, other, batch):
         return _identical_share(translations / name, translations / other, batch)
@@ -227,8 +230,16 @@ def serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
             benchmarks[name] = entry
     flipped, _ = serve("serving_savedmodel_lanes_padding_flipped", "savedmodel",
                        prepared["savedmodel_lanes_padding_flipped"], *in_lanes)
+    # The same exports served with TensorFlow's other library of CPU matrix products
+    # (oneDNN where this CPU's default is Eigen, and the reverse): a server chooses it
+    # with TF_ENABLE_ONEDNN_OPTS, and which one pays depends on the CPU and the batch.
+    other_library = {ONEDNN_VARIABLE: "0" if prepared["matmul_library"] == "onednn" else "1"}
+    other, _ = serve("serving_savedmodel_other_library", "savedmodel", prepared["savedmodel"],
+                     env=other_library)
+    other_lanes, _ = serve("serving_savedmodel_lanes_other_library", "savedmodel",
+                           prepared["savedmodel_lanes"], *in_lanes, env=other_library)
     return _fast_paths(prepared, ours, {v: result for v, (result, _) in variants.items()},
-                       flipped)
+                       flipped, {"": other, "lanes": other_lanes})
 
 
 def _identical_share(a: Path, b: Path, batch: int) -> float | None:
@@ -269,13 +280,17 @@ def _precision_entry(mine, mine_error, theirs, theirs_error, peer_name: str,
     return compare(entry)
 
 
-def _fast_paths(prepared: dict, ours, variants: dict, flipped) -> dict:
+def _fast_paths(prepared: dict, ours, variants: dict, flipped, other_library: dict) -> dict:
     """Which inference fast paths paid on this CPU, from serving runs paired in this run:
     per path its sentences/s with it on over off at each batch size ("on_over_off"),
     whether the export turns it on by default here ("default_on"), and what was compared.
     `variants` are the serving section's SavedModel variant results, `flipped` the lanes
-    export with the kernel padding the other way round from the default."""
+    export with the kernel padding the other way round from the default, `other_library`
+    the default export ("") and the lanes export ("lanes") served with the other library
+    of matrix products. Path "onednn" (and "onednn_lanes") is oneDNN's products over
+    Eigen's; it is "on by default" where TensorFlow picks oneDNN on this CPU."""
     padded = prepared["kernel_padding_default"]
+    onednn = prepared["matmul_library"] == "onednn"
     pairs = {  # path -> (on, off, default_on, what)
         "chunking": (ours, variants.get("unchunked"), True,
                      "default export (chunks sorted by length) / unchunked"),
@@ -286,6 +301,11 @@ def _fast_paths(prepared: dict, ours, variants: dict, flipped) -> dict:
         "kernel_padding": ((variants.get("lanes"), flipped) if padded
                            else (flipped, variants.get("lanes"))) + (
             padded, "lanes export with padded / plain kernels"),
+        "onednn": ((ours, other_library[""]) if onednn else (other_library[""], ours)) + (
+            onednn, "default export, oneDNN / Eigen products"),
+        "onednn_lanes": ((variants.get("lanes"), other_library["lanes"]) if onednn
+                         else (other_library["lanes"], variants.get("lanes"))) + (
+            onednn, f"{prepared['lanes']} lanes, oneDNN / Eigen products"),
     }
     paths = {}
     for path, (on, off, default_on, what) in pairs.items():

@@ -46,7 +46,9 @@ def _run(lanes: tuple, *, kind="AVX2", commit="abc1234", padding_default=True,
             "chunking": path(True, (1.1, 1.0, 0.9), "default / unchunked"),
             "lanes": path(False, lanes, "2 lanes / one search"),
             "xla": path(False, (2.0, 1.0, xla_batch64), "XLA / default"),
-            "kernel_padding": path(padding_default, (1.0, 1.0, 1.2), "padded / plain")}}},
+            "kernel_padding": path(padding_default, (1.0, 1.0, 1.2), "padded / plain"),
+            "onednn": path(False, (0.8, 0.9, 0.9), "oneDNN / Eigen"),
+            "onednn_lanes": path(False, (0.9, 1.0, 1.1), "lanes, oneDNN / Eigen")}}},
     }
 
 
@@ -69,6 +71,18 @@ def test_median_and_range_of_each_cell_over_the_runs():
     assert summary["values"]["chunking_batch64_median"] == 0.9  # the same in every run
     assert [row["path"] for row in summary["rows"]] == list(tool.PATHS)
     assert summary["kind"] == "AVX2" and summary["libraries"] == ["eigen"]
+
+
+def test_runs_from_before_a_path_was_measured_leave_its_row_out():
+    runs = _three_runs()
+    for run in list(runs.values())[:2]:
+        del run["fast_paths"]["AVX2"]["paths"]["onednn"]
+    for run in runs.values():
+        del run["fast_paths"]["AVX2"]["paths"]["onednn_lanes"]
+    summary = tool.summarise(runs)
+    assert "onednn_lanes" not in [row["path"] for row in summary["rows"]]
+    onednn = next(row for row in summary["rows"] if row["path"] == "onednn")
+    assert onednn["batch1"] == "0.80"  # the one run that measured it
 
 
 def test_an_even_number_of_runs_takes_the_middle_two():
@@ -114,7 +128,8 @@ def test_the_results_file_renders_with_the_runs_provenance():
     assert document["date"] == "2026-12-06"
     assert document["source"].startswith("raw/r1.json, raw/r2.json, raw/r3.json")
     assert results_tables.headline(document) == (
-        "at batch 64, each path on over off: chunking 0.9x, lanes 1.3x, kernel_padding 1.2x")
+        "at batch 64, each path on over off: chunking 0.9x, lanes 1.3x, kernel_padding 1.2x, "
+        "onednn 0.9x, onednn_lanes 1.1x")
     for key in results_tables.REQUIRED:
         assert key in document
 

@@ -35,14 +35,16 @@ class FakeRunner:
         self.results = {"serving_prepare": prepared}
         self.temporary: list[str] = []
         self.calls: dict[str, list[str]] = {}
+        self.environments: dict[str, dict] = {}
         self.changed = set(changed)
 
     def speed(self, name: str, batch: int) -> float:
         return 100.0 * (1 + list(self.calls).index(name)) + batch
 
-    def run(self, name, script, args, needs=()):
+    def run(self, name, script, args, needs=(), env=None):
         assert script == "serving" and name not in self.calls, (name, script)
         self.calls[name] = args
+        self.environments[name] = env or {}
         out = pathlib.Path(args[args.index("--translations") + 1])
         out.mkdir(parents=True)
         runs = []
@@ -77,8 +79,8 @@ def serve_section(tmp_path, monkeypatch):
                 "native_bfloat16": True, "cpu_kind": "avx512bf16", "matmul_library": "onednn",
                 "kernel_padding_default": True}
 
-    def run(changed=()):
-        runner = FakeRunner(prepared, changed)
+    def run(changed=(), library="onednn"):
+        runner = FakeRunner({**prepared, "matmul_library": library}, changed)
         benchmarks = {}
         fast_paths = section.serving(runner, benchmarks, model_dir, len(SENTENCES))
         return runner, benchmarks, fast_paths
@@ -157,3 +159,32 @@ def test_same_outputs_compares_the_paired_translations(serve_section, changed, s
             share = benchmarks[f"serving_multi30k_beam4_batch{batch}_{name}"][
                 "same_outputs_as_float32"]
             assert share == (0.75 if name == suffix else 1.0), (changed, name)
+
+
+@pytest.mark.parametrize("library, other", [("onednn", "0"), ("eigen", "1")])
+def test_other_matmul_library_serves_the_same_exports(serve_section, library, other):
+    """The default and lanes exports are served again with TF_ENABLE_ONEDNN_OPTS flipped
+    from the CPU's default, and the "onednn" paths are oneDNN's speed over Eigen's
+    whichever of the two is the default."""
+    runner, _, fast_paths = serve_section(library=library)
+    flipped = {name: env for name, env in runner.environments.items() if env}
+    assert flipped == {"serving_savedmodel_other_library": {"TF_ENABLE_ONEDNN_OPTS": other},
+                       "serving_savedmodel_lanes_other_library":
+                           {"TF_ENABLE_ONEDNN_OPTS": other}}
+    for name, export in (("serving_savedmodel_other_library", "/exports/savedmodel"),
+                         ("serving_savedmodel_lanes_other_library", "/exports/savedmodel_lanes")):
+        args = runner.calls[name]
+        assert args[args.index("--model") + 1] == export
+    assert runner.calls["serving_savedmodel_lanes_other_library"][-4:] == [
+        "--intra-op", "1", "--inter-op", "2"]
+    speed = runner.speed
+    for path, default_run in (("onednn", "serving_savedmodel"),
+                              ("onednn_lanes", "serving_savedmodel_lanes")):
+        entry = fast_paths["paths"][path]
+        assert entry["default_on"] is (library == "onednn")
+        other_run = default_run + "_other_library"
+        onednn_run, eigen_run = ((default_run, other_run) if library == "onednn"
+                                 else (other_run, default_run))
+        for batch in BATCHES:
+            assert entry["on_over_off"][f"batch{batch}"] == pytest.approx(
+                speed(onednn_run, batch) / speed(eigen_run, batch))
