@@ -88,8 +88,7 @@ def serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
     def serve(name, engine, model, *extra, env=None):
         return runner.run(name, "serving", ["--engine", engine, "--model", model, *args,
                                             "--translations", str(translations / name), *extra],
-                          needs=["ctranslate2"] if engine == "ctranslate2" else (),
-                          **({"env": env} if env else {}))
+                          needs=["ctranslate2"] if engine == "ctranslate2" else (), env=env)
 
     def same_outputs(name, other, batch):
         return _identical_share(translations / name, translations / other, batch)
