@@ -29,11 +29,13 @@ main: install
 # TEST_WORKERS processes (pytest-xdist): tracing, compiling and waiting on child processes
 # are single-threaded, so three workers keep 2 cores busier than two.
 # --dist loadscope keeps each test module on one worker, so a module's fixtures (a trained
-# run, a set of exports) are built once, not once per worker.
+# run, a set of exports) are built once, not once per worker; --no-loadscope-reorder hands
+# the modules out in collection order, the long ones first (tests/conftest.py).
 # --durations: the 25 slowest tests, to watch the suite's 15-minute budget on 2 cores.
 TEST_WORKERS ?= 3
 test: install
-	$(PY) -m pytest -q --timeout=900 -n $(TEST_WORKERS) --dist loadscope --durations=25
+	$(PY) -m pytest -q --timeout=900 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+		--durations=25
 
 # constraints.txt pins every distribution that .[test] needs (the package itself and the
 # venv's pip, setuptools and wheel aside) at the version installed in .venv, as pip
