@@ -123,6 +123,16 @@ def _earlier_objects_not_rescanned():
         yield
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """Every fixture is built with the objects that exist before it frozen, as tests run
+    (`_earlier_objects_not_rescanned` covers only what runs after the fixtures a test
+    needs): otherwise an export that a fixture builds late in a worker's session takes
+    minutes instead of seconds."""
+    with _objects_so_far_not_collected():
+        yield
+
+
 @pytest.fixture(scope="session")
 def gc_frozen():
     """A context manager: the objects that exist when it is entered are left out of
