@@ -11,7 +11,7 @@ from comparison import (CT2_COMPUTE_TYPES, TARGETS, compare, ratio_of, run_where
                         value_of)
 from suite_runner import log, missing_modules
 
-from transformer_tf.runtime.cpu import ONEDNN_VARIABLE
+from transformer_tf.runtime.cpu import other_matmul_library
 
 DEFAULT_SERVING_MODEL = common.ROOT / "runs" / "multi30k_en_de" / "model"
 
@@ -229,14 +229,13 @@ def serving(runner, benchmarks, model_dir, sentences: int, peak=None) -> None:
             benchmarks[name] = entry
     flipped, _ = serve("serving_savedmodel_lanes_padding_flipped", "savedmodel",
                        prepared["savedmodel_lanes_padding_flipped"], *in_lanes)
-    # The same exports served with TensorFlow's other library of CPU matrix products
-    # (oneDNN where this CPU's default is Eigen, and the reverse): a server chooses it
-    # with TF_ENABLE_ONEDNN_OPTS, and which one pays depends on the CPU and the batch.
-    other_library = {ONEDNN_VARIABLE: "0" if prepared["matmul_library"] == "onednn" else "1"}
+    # The default and lanes exports again, with TensorFlow's other library of CPU matrix
+    # products (as the decode section does, bench/workloads.py).
+    _, other_setting = other_matmul_library(prepared["matmul_library"])
     other, _ = serve("serving_savedmodel_other_library", "savedmodel", prepared["savedmodel"],
-                     env=other_library)
+                     env=other_setting)
     other_lanes, _ = serve("serving_savedmodel_lanes_other_library", "savedmodel",
-                           prepared["savedmodel_lanes"], *in_lanes, env=other_library)
+                           prepared["savedmodel_lanes"], *in_lanes, env=other_setting)
     return _fast_paths(prepared, ours, {v: result for v, (result, _) in variants.items()},
                        flipped, {"": other, "lanes": other_lanes})
 
@@ -290,6 +289,12 @@ def _fast_paths(prepared: dict, ours, variants: dict, flipped, other_library: di
     Eigen's; it is "on by default" where TensorFlow picks oneDNN on this CPU."""
     padded = prepared["kernel_padding_default"]
     onednn = prepared["matmul_library"] == "onednn"
+
+    def on_off(default_run, flipped_run, on_by_default: bool) -> tuple:
+        """(on, off, default_on) of a path run both ways round from the same export."""
+        return ((default_run, flipped_run) if on_by_default
+                else (flipped_run, default_run)) + (on_by_default,)
+
     pairs = {  # path -> (on, off, default_on, what)
         "chunking": (ours, variants.get("unchunked"), True,
                      "default export (chunks sorted by length) / unchunked"),
@@ -297,14 +302,12 @@ def _fast_paths(prepared: dict, ours, variants: dict, flipped, other_library: di
                   f"{prepared['lanes']} lanes (intra-op 1) / one search"),
         "xla": (variants.get("chunked_xla"), ours, False,
                 "chunked XLA export / default export"),
-        "kernel_padding": ((variants.get("lanes"), flipped) if padded
-                           else (flipped, variants.get("lanes"))) + (
-            padded, "lanes export with padded / plain kernels"),
-        "onednn": ((ours, other_library[""]) if onednn else (other_library[""], ours)) + (
-            onednn, "default export, oneDNN / Eigen products"),
-        "onednn_lanes": ((variants.get("lanes"), other_library["lanes"]) if onednn
-                         else (other_library["lanes"], variants.get("lanes"))) + (
-            onednn, f"{prepared['lanes']} lanes, oneDNN / Eigen products"),
+        "kernel_padding": on_off(variants.get("lanes"), flipped, padded) + (
+            "lanes export with padded / plain kernels",),
+        "onednn": on_off(ours, other_library[""], onednn) + (
+            "default export, oneDNN / Eigen products",),
+        "onednn_lanes": on_off(variants.get("lanes"), other_library["lanes"], onednn) + (
+            f"{prepared['lanes']} lanes, oneDNN / Eigen products",),
     }
     paths = {}
     for path, (on, off, default_on, what) in pairs.items():

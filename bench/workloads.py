@@ -9,7 +9,7 @@ from comparison import (CT2_COMPUTE_TYPES, TARGETS, compare, difference, ratio_o
                         run_where, value_of)
 from suite_runner import PEER_MODULES, repeat_args
 
-from transformer_tf.runtime.cpu import ONEDNN_VARIABLE, matmul_library
+from transformer_tf.runtime.cpu import matmul_library, other_matmul_library
 
 
 def train(runner, settings, shapes, benchmarks, peak) -> dict:
@@ -89,13 +89,13 @@ def decode(runner, settings, shapes, benchmarks, peak, quick: bool) -> None:
     # (oneDNN where this CPU's default is Eigen, and the reverse): which one pays depends
     # on the CPU and the model's size, and a server picks it with TF_ENABLE_ONEDNN_OPTS.
     default_library = matmul_library()
-    other_library = "eigen" if default_library == "onednn" else "onednn"
+    other_library, other_setting = other_matmul_library(default_library)
     other, other_error = None, None
     if not quick:
         other, other_error = runner.run(
             f"decode_tf_{other_library}", "decode_tf",
             ["--shapes", shape_list, "--beams", "1,4", "--xla-modes", "off", *repeats],
-            env={ONEDNN_VARIABLE: "1" if other_library == "onednn" else "0"})
+            env=other_setting)
     peers = {}
     for engine in ("ctranslate2", "hf"):
         types = ["--compute-types", ",".join(("float32", *CT2_COMPUTE_TYPES))] \

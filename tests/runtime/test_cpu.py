@@ -148,3 +148,14 @@ def test_the_model_name_is_the_first_processors(tmp_path, monkeypatch):
 ])
 def test_cpu_kind_names_the_newest_fast_path_instructions(flags, kind):
     assert cpu.cpu_kind(set(flags.split())) == kind and kind in cpu.CPU_KINDS
+
+
+@pytest.mark.parametrize("library", ["onednn", "eigen"])
+def test_the_other_librarys_setting_selects_it(library):
+    """Round trip through TensorFlow's rule: the setting given for the other library makes
+    `matmul_library` name that library, whatever the CPU."""
+    other, setting = cpu.other_matmul_library(library)
+    assert other != library and other in ("onednn", "eigen")
+    assert cpu.matmul_library(environ=setting) == other
+    with pytest.raises(ValueError, match="matmul library"):
+        cpu.other_matmul_library("mkl")

@@ -115,6 +115,16 @@ def matmul_library(environ: Mapping[str, str] = os.environ, cpuinfo_path=None,
     return "onednn" if flags & set(ONEDNN_BY_DEFAULT_FLAGS) else "eigen"
 
 
+
+def other_matmul_library(library: str) -> tuple[str, dict[str, str]]:
+    """For `library` ("onednn" or "eigen", as `matmul_library` names it): (the other
+    library, the environment entry that makes a new process use it: TF_ENABLE_ONEDNN_OPTS
+    "1" for oneDNN, "0" for Eigen)."""
+    if library not in ("onednn", "eigen"):
+        raise ValueError(f"matmul library {library!r}: expected 'onednn' or 'eigen'")
+    other = "eigen" if library == "onednn" else "onednn"
+    return other, {ONEDNN_VARIABLE: "1" if other == "onednn" else "0"}
+
 def prefer_onednn_for_training(environ: MutableMapping[str, str] = os.environ,
                                cpuinfo_path=None,
                                machine: str | None = None) -> bool:
