@@ -1,10 +1,10 @@
-"""What a step-planned run prints: Keras's in-place progress bar on a terminal, one line per
-evaluation period in a log file or a pipe (Keras redraws its bar on Linux even there,
-leaving every step's line of escape codes in the log)."""
+"""What a step-planned run prints: Keras's in-place progress bar on a terminal; in a log file
+or a pipe (where Keras redraws its bar on Linux even so, leaving every step's line of escape
+codes, or else writes nothing between evaluations) our own plain progress lines."""
 import io
 import re
 
-from transformer_tf.training.fit import keras_verbosity
+from transformer_tf.training.fit import is_terminal
 
 
 class _Terminal(io.StringIO):
@@ -12,15 +12,13 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_a_terminal_keeps_the_bar_a_file_gets_a_line_per_epoch_silence_stays():
-    assert keras_verbosity(1, _Terminal()) == 1
-    assert keras_verbosity(1, io.StringIO()) == 2
-    assert keras_verbosity(1, object()) == 2  # a stream that cannot tell
-    assert keras_verbosity(0, _Terminal()) == 0
-    assert keras_verbosity(0, io.StringIO()) == 0
+def test_a_terminal_is_told_from_a_file_or_a_stream_that_cannot_tell():
+    assert is_terminal(_Terminal())
+    assert not is_terminal(io.StringIO())
+    assert not is_terminal(object())
 
 
-def test_a_step_planned_run_writes_one_clean_line_per_period_to_a_pipe(
+def test_a_step_planned_run_writes_clean_progress_lines_to_a_pipe(
         tiny_multi30k, tmp_path, capfd, gc_frozen):
     from transformer_tf.training.fit import TrainOptions, train
 
@@ -31,6 +29,7 @@ def test_a_step_planned_run_writes_one_clean_line_per_period_to_a_pipe(
             validation_sentences=0, verbose=1))
     out = capfd.readouterr().out
     assert "\r" not in out and "\x1b[" not in out
-    # Keras's per-epoch lines: "3/3 - 1s - 300ms/step - loss: ...", one per 3 steps.
-    period_lines = [line for line in out.splitlines() if re.match(r"3/3 - ", line)]
-    assert len(period_lines) == 2, out
+    assert "Epoch 1/" not in out and not re.search(r"^3/3 - ", out, re.M), out
+    # One line at the end of each evaluation period (3 steps), counting steps of the plan.
+    assert re.search(r"^step 3 of 6 \(50%\) · loss \d", out, re.M), out
+    assert re.search(r"^step 6 of 6 \(100%\) · loss \d", out, re.M), out

@@ -300,38 +300,76 @@ class TimeCooldown(keras.callbacks.Callback):
         self._set()
 
 
-class BudgetProgress(keras.callbacks.Callback):
-    """Progress of a run planned by time alone, in place of Keras' bar (whose "epochs"
-    would count up to a meaningless "Epoch 1/2000000001"): every `every_seconds` and after
-    each validation, one line "step S · loss L [· val_loss V] · M min left" on stdout.
+class ProgressLines(keras.callbacks.Callback):
+    """Training progress as plain lines on stdout, in place of Keras' bar where the bar
+    does not serve: a run planned by time alone (its "epochs" would count up to a
+    meaningless "Epoch 1/2000000001") and a console that is not a terminal (a log file, a
+    pipe, CI), where Keras writes one line per "epoch" (`eval_every` steps, which can be an
+    hour apart). Every `every_seconds` and after each validation, one line:
+
+        step S of T (P%) · loss L [· val_loss V · dev BLEU B] · M min left
+
+    "of T (P%)" for a plan of steps or epochs; the minutes left are the time budget's, or
+    for a plan of steps the steps left at this invocation's pace so far (its first step,
+    which traces the model, not counted), the smaller of the two where both apply.
 
     Args:
-      budget: the run's `TimeBudget` (its start and length give the minutes left).
+      last_step: the step the plan ends at, or None for a run planned by time alone.
+      budget: the run's `TimeBudget`, or None.
       every_seconds: seconds between lines during training.
     """
 
-    def __init__(self, budget: TimeBudget, every_seconds: float = 30.0):
+    def __init__(self, last_step: int | None = None, budget: TimeBudget | None = None,
+                 every_seconds: float = 30.0):
         super().__init__()
+        self.last_step = last_step
         self.budget = budget
         self.every_seconds = every_seconds
         self._last = None
+        self._pace_start = None  # (monotonic seconds, step) at this invocation's first step
 
-    def describe(self, logs: dict | None, elapsed_seconds: float) -> str:
-        """The progress line at the current step after `elapsed_seconds` of the budget."""
-        parts = [f"step {current_step(self.model)}"]
-        for name in ("loss", "val_loss"):
+    def minutes_left(self, step: int, now: float | None = None) -> float | None:
+        """Minutes until the run ends by its budget or its plan at `step`; None when
+        neither is known yet."""
+        estimates = []
+        if self.budget is not None:
+            estimates.append(max(0.0, self.budget.max_seconds
+                                 - self.budget.elapsed_seconds()) / 60.0)
+        if self.last_step is not None and self._pace_start is not None:
+            started, first_step = self._pace_start
+            now = time.monotonic() if now is None else now
+            if step > first_step:
+                seconds_per_step = (now - started) / (step - first_step)
+                estimates.append(max(0, self.last_step - step) * seconds_per_step / 60.0)
+        return min(estimates) if estimates else None
+
+    def describe(self, logs: dict | None, step: int, minutes_left: float | None) -> str:
+        """The progress line at `step`, with `logs` (Keras' metrics) and the minutes left."""
+        parts = [f"step {step}"]
+        if self.last_step is not None:
+            parts[0] += f" of {self.last_step} ({100.0 * step / max(self.last_step, 1):.0f}%)"
+        for name, label, form in (("loss", "loss", ".4f"), ("val_loss", "val_loss", ".4f"),
+                                  ("val_bleu", "dev BLEU", ".2f")):
             if logs and name in logs:
-                parts.append(f"{name} {float(logs[name]):.4f}")
-        left = max(0.0, self.budget.max_seconds - elapsed_seconds) / 60.0
-        parts.append(f"{left:.1f} min left of {self.budget.max_seconds / 60.0:g}")
+                parts.append(f"{label} {float(logs[name]):{form}}")
+        if minutes_left is not None:
+            left = f"{minutes_left:.1f} min left"
+            if self.budget is not None and self.last_step is None:
+                left += f" of {self.budget.max_seconds / 60.0:g}"
+            parts.append(left)
         return " · ".join(parts)
 
     def _print(self, logs):
-        print(self.describe(logs, self.budget.elapsed_seconds()), flush=True)
+        step = current_step(self.model)
+        print(self.describe(logs, step, self.minutes_left(step)), flush=True)
         self._last = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._last is None or time.monotonic() - self._last >= self.every_seconds:
+        if self._pace_start is None:
+            self._pace_start = (time.monotonic(), current_step(self.model))
+            self._last = time.monotonic()  # the first line comes every_seconds later
+            return
+        if time.monotonic() - self._last >= self.every_seconds:
             self._print(logs)
 
     def on_epoch_end(self, epoch, logs=None):

@@ -85,19 +85,15 @@ class _BudgetLowered(Exception):
         self.options = options
 
 
-def keras_verbosity(verbose: int, stream=None) -> int:
-    """`model.fit`'s `verbose` for our `verbose` (0 silent, 1 progress).
-
-    Keras redraws its progress bar in place whenever it runs on Linux, terminal or not,
-    so in a log file or a pipe every step leaves its own line of escape codes. There it
-    gets 2 instead: one line of metrics per epoch (eval_every steps). `stream` is where
-    Keras prints (default sys.stdout).
-    """
-    if verbose != 1:
-        return verbose
+def is_terminal(stream=None) -> bool:
+    """Whether `stream` (default sys.stdout, where Keras and `callbacks.ProgressLines`
+    print) is a terminal. Keras redraws its progress bar in place whenever it runs on
+    Linux, terminal or not, so in a log file or a pipe every step would leave its own line
+    of escape codes, and its one-line-per-epoch mode is silent for `eval_every` steps:
+    there `ProgressLines` prints instead."""
     stream = sys.stdout if stream is None else stream
     isatty = getattr(stream, "isatty", None)
-    return 1 if isatty is not None and isatty() else 2
+    return bool(isatty is not None and isatty())
 
 
 def run_fit(model, *args, **kwargs):
@@ -537,7 +533,7 @@ def _train(options: TrainOptions, held_until_the_end: contextlib.ExitStack) -> T
             _fit_until_stopped(
                 model, lambda: train_data_from(int(state.batches.numpy())), start_step,
                 planned_steps, eval_every, validation_data, made,
-                verbose=0 if made.time_only else keras_verbosity(options.verbose),
+                verbose=0 if made.own_lines else options.verbose,
                 multi_worker=is_multi_worker(strategy))
         except tf.errors.ResourceExhaustedError as error:
             raise _lower_budget(error, options, run, model_dir, strategy,
@@ -623,15 +619,16 @@ def _restore_or_start(model, model_dir, training: TrainingConfig, plan,
 
 class _Callbacks(NamedTuple):
     """One invocation's Keras callbacks in the order `fit` runs them (`in_order`), and
-    those `_train` asks afterwards how the run went; `time_only`: a time budget alone
-    (progress in minutes left, not Keras' epochs)."""
+    those `_train` asks afterwards how the run went; `own_lines`: progress is shown by
+    `callbacks.ProgressLines` instead of Keras' bar (a time budget alone, or a console
+    that is not a terminal)."""
     in_order: list
     checkpoint: callbacks_lib.PeriodicCheckpoint
     nan_stop: callbacks_lib.StopOnNaN
     monitor: callbacks_lib.TrainingMonitor
     time_budget: callbacks_lib.TimeBudget | None
     early_stopping: EarlyStopping | None
-    time_only: bool
+    own_lines: bool
 
 
 def _run_callbacks(options: TrainOptions, run, model, prepared, state: _RunState, strategy,
@@ -658,8 +655,8 @@ def _run_callbacks(options: TrainOptions, run, model, prepared, state: _RunState
         [callbacks_lib.TimeCooldown(time_budget, run.training.cooldown_minutes, time_factor)]
         if time_factor is not None else []) + [monitor, checkpoint_callback]
     time_only = time_budget is not None and options.max_steps is None and options.epochs is None
-    if time_only and options.verbose and chief:  # steps and minutes left, not "Epoch 1/10**9"
-        callbacks.append(callbacks_lib.BudgetProgress(time_budget))
+    # Keras' bar is replaced (on every worker; only the chief prints lines instead).
+    own_lines = time_only or (options.verbose == 1 and not is_terminal())
     keep_best = early_stopping = None
     if validating and chief:  # KeepBest after the BLEU it reads
         callbacks.append(_validation_translations(
@@ -671,6 +668,9 @@ def _run_callbacks(options: TrainOptions, run, model, prepared, state: _RunState
         early_stopping = EarlyStopping(options.early_stopping, keep_best,
                                        strategy=strategy if multi_worker else None)
         callbacks.append(early_stopping)
+    if own_lines and options.verbose and chief:  # after the validation callbacks: dev BLEU
+        callbacks.append(callbacks_lib.ProgressLines(
+            None if time_only else planned_steps, time_budget))
     plateau = state.plateau
     if plateau is not None and validation_data is not None:
         # Once per pass over the training data, as the ConvS2S paper did (the pass length
@@ -681,7 +681,7 @@ def _run_callbacks(options: TrainOptions, run, model, prepared, state: _RunState
         # Before the checkpoint callback, so that a save at a step holds the new rate.
         callbacks.insert(callbacks.index(checkpoint_callback), plateau)
     return _Callbacks(callbacks, checkpoint_callback, nan_stop, monitor, time_budget,
-                      early_stopping, time_only)
+                      early_stopping, own_lines)
 
 
 def planned_last_step(options: TrainOptions, training: TrainingConfig,
