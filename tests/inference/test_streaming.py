@@ -354,6 +354,39 @@ def test_the_command_resumes_an_output(translator, run_dir, sentences, tmp_path,
     assert capsys.readouterr().out == "".join(h[0] + "\n" for h in expected)
 
 
+class _TypedAtATerminal:
+    """stdin at a terminal: `isatty()`, and `lines` handed out one at a time, each only once
+    the translation of the line before it is in `printed` (stdout)."""
+
+    def __init__(self, lines, printed):
+        self.lines, self.printed = lines, printed
+
+    def isatty(self):
+        return True
+
+    @property
+    def buffer(self):
+        for number, line in enumerate(self.lines):
+            assert self.printed.getvalue().count("\n") == number, (
+                f"line {number + 1} was read before line {number} was answered")
+            yield (line + "\n").encode("utf-8")
+
+
+def test_lines_typed_at_a_terminal_are_answered_one_at_a_time(translator, run_dir, sentences,
+                                                               monkeypatch, capsys):
+    import transformer_tf.inference.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "load_translator", lambda **_: translator)
+    lines = sentences[:3] + [""] + sentences[3:5]
+    expected, _ = translate_lines(translator, lines, batch_size=8, progress=False)
+    printed = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", printed)
+    monkeypatch.setattr(sys, "stdin", _TypedAtATerminal(lines, printed))
+    assert translate_cli.main(["--model-dir", str(run_dir), *SEARCH]) == 0
+    assert printed.getvalue() == "".join(h[0] + "\n" for h in expected)
+    assert "each line as it is entered" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def nbest_translator(run_dir):
     decoding = source_decoding(model_dir=run_dir).replace(beam_size=2, max_extra_length=3)

@@ -2,6 +2,7 @@
 Python, everything else passed on unchanged, also under a TF_CPP_MIN_LOG_LEVEL of 2 or 3
 the user set; --verbose (or TRANSFORMER_TF_VERBOSE=1) or a lower level brings the noise
 back. (A real script's stderr: tests/rundir/test_lock.py, tests/export/test_quiet_commands.py.)"""
+import io
 import os
 import pathlib
 import subprocess
@@ -236,3 +237,17 @@ def test_noise_after_a_progress_bar_on_its_line_is_dropped_wherever_the_chunks_s
     assert _filtered([bytes([b]) for b in stream]) == expected
     # A noise line ended by "\r\n" goes too (its "\n" stays, as an empty line).
     assert _filtered([NOISE[5].replace(b"\n", b"\r\n") + KEPT[1]]) == b"\n" + KEPT[1]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_terminal_is_told_from_a_file_a_closed_stream_or_one_that_cannot_tell():
+    assert console.is_terminal(_Terminal())
+    assert not console.is_terminal(io.StringIO())
+    closed = io.StringIO()
+    closed.close()  # its isatty() raises ValueError
+    assert not console.is_terminal(closed)
+    assert not console.is_terminal(object())

@@ -1,21 +1,7 @@
 """What a step-planned run prints: Keras's in-place progress bar on a terminal; in a log file
 or a pipe (where Keras redraws its bar on Linux even so, leaving every step's line of escape
 codes, or else writes nothing between evaluations) our own plain progress lines."""
-import io
 import re
-
-from transformer_tf.training.fit import is_terminal
-
-
-class _Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def test_a_terminal_is_told_from_a_file_or_a_stream_that_cannot_tell():
-    assert is_terminal(_Terminal())
-    assert not is_terminal(io.StringIO())
-    assert not is_terminal(object())
 
 
 def test_a_step_planned_run_writes_clean_progress_lines_to_a_pipe(

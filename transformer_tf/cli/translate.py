@@ -1,4 +1,5 @@
 """Translate stdin to stdout, one sentence per line (order kept; empty lines stay empty).
+Typed at a terminal, each line is translated as soon as it is entered.
 
 From an exported SavedModel (--model) or a training run (--model-dir, averaged checkpoint
 if present). Sentences are batched by length; a progress bar goes to stderr. Inputs longer
@@ -99,7 +100,7 @@ def main(argv=None):
 def _run(args) -> int:
 
     # Imported after parsing, so that --help answers without loading TensorFlow.
-    from transformer_tf.inference.batch import load_translator, translate_lines
+    from transformer_tf.inference.batch import load_translator
     from transformer_tf.inference.loading import default_checkpoint, source_decoding
     from transformer_tf.inference.streaming import (
         OutputFormat,
@@ -130,25 +131,45 @@ def _run(args) -> int:
                        batch_size=args.batch_size, window=args.window or 16 * args.batch_size,
                        output_format=output_format, progress=not args.quiet)
         return 0
-    # Lines end at "\n" only (as for the corpus reader and evaluate.py), so N input lines
-    # give N output lines; invalid UTF-8 becomes U+FFFD (a warning names the line).
-    lines = list(source_lines(sys.stdin.buffer))
-    translations, scores = translate_lines(translator, lines, args.batch_size,
-                                           progress=not args.quiet)
+    aligner = None
     if args.alignments or args.replace_unk:
         from transformer_tf.inference.alignment import load_aligner
 
         aligner = load_aligner(args.model, args.model_dir, args.checkpoint,
                                args.alignment_layer)
+    # Lines end at "\n" only (as for the corpus reader and evaluate.py), so N input lines
+    # give N output lines; invalid UTF-8 becomes U+FFFD (a warning names the line).
+    lines = source_lines(sys.stdin.buffer)
+    if console.is_terminal(sys.stdin):  # typed by a person: answer each line at once
+        if not args.quiet:
+            print("translating each line as it is entered; Ctrl-D ends", file=sys.stderr)
+        for number, line in enumerate(lines):
+            _print_translations(translator, aligner, args, output_format, [line], number)
+        return 0
+    # From a pipe or a file, every line is read first, to batch them by length.
+    _print_translations(translator, aligner, args, output_format, list(lines), 0,
+                        progress=not args.quiet)
+    return 0
+
+
+def _print_translations(translator, aligner, args, output_format, lines, first: int,
+                        progress: bool = False) -> None:
+    """Translate `lines`, input lines `first`, `first` + 1, ... (from 0), and print them to
+    stdout in `output_format`, with their alignments (--alignments) or unknown words
+    replaced (--replace-unk) by `aligner`, then flush."""
+    from transformer_tf.inference.batch import translate_lines
+
+    translations, scores = translate_lines(translator, lines, args.batch_size,
+                                           progress=progress, first_line=first + 1)
+    if aligner is not None:
         alignments = aligner.align(lines, [hypotheses[0] for hypotheses in translations])
         if args.replace_unk:
             translations = [[alignment.replaced_text()] for alignment in alignments]
     out = sys.stdout
-    for number, (hypotheses, row_scores) in enumerate(zip(translations, scores)):
-        line = output_format.format(number, hypotheses, row_scores)
+    for index, (hypotheses, row_scores) in enumerate(zip(translations, scores)):
+        line = output_format.format(first + index, hypotheses, row_scores)
         if args.alignments:  # (--n-best 1: one line)
-            line = f"{line[:-1]}\t{alignments[number].pharaoh()}\n"
+            line = f"{line[:-1]}\t{alignments[index].pharaoh()}\n"
         out.write(line)
     out.flush()
-    return 0
 

@@ -72,6 +72,19 @@ NOISE_STARTS = (b"WARNING: All log", b"I0", b"I1", b"W0", b"W1", b"E0", b"E1",
                 b"To enable the", b"normalizer.cc(")
 
 
+def is_terminal(stream=None) -> bool:
+    """Whether `stream` (default sys.stdout) is a terminal; False for a file, a pipe or a
+    stream that cannot tell. Commands read or print differently for a person at a terminal
+    (progress redrawn in place, a sentence answered as soon as it is typed) than for a log
+    file or another program."""
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
 def add_verbose_flag(parser) -> None:
     """The `--verbose` option every command has (on by default when the environment has
     TRANSFORMER_TF_VERBOSE=1)."""

@@ -26,7 +26,6 @@ import functools
 import logging
 import math
 import pathlib
-import sys
 import time
 from typing import NamedTuple
 
@@ -44,7 +43,7 @@ from transformer_tf.presets import get_preset
 from transformer_tf.rundir import batch_budget, checkpoints, init_source
 from transformer_tf.rundir import model_dir as model_dir_lib
 from transformer_tf.rundir.lock import hold_run
-from transformer_tf.runtime import error_text
+from transformer_tf.runtime import console, error_text
 from transformer_tf.training import callbacks as callbacks_lib
 from transformer_tf.training import recipe_plan
 from transformer_tf.training.accumulation import pack_micro_batches
@@ -83,17 +82,6 @@ class _BudgetLowered(Exception):
     def __init__(self, options: TrainOptions):
         super().__init__()
         self.options = options
-
-
-def is_terminal(stream=None) -> bool:
-    """Whether `stream` (default sys.stdout, where Keras and `callbacks.ProgressLines`
-    print) is a terminal. Keras redraws its progress bar in place whenever it runs on
-    Linux, terminal or not, so in a log file or a pipe every step would leave its own line
-    of escape codes, and its one-line-per-epoch mode is silent for `eval_every` steps:
-    there `ProgressLines` prints instead."""
-    stream = sys.stdout if stream is None else stream
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty is not None and isatty())
 
 
 def run_fit(model, *args, **kwargs):
@@ -656,7 +644,9 @@ def _run_callbacks(options: TrainOptions, run, model, prepared, state: _RunState
         if time_factor is not None else []) + [monitor, checkpoint_callback]
     time_only = time_budget is not None and options.max_steps is None and options.epochs is None
     # Keras' bar is replaced (on every worker; only the chief prints lines instead).
-    own_lines = time_only or (options.verbose == 1 and not is_terminal())
+    # Keras redraws its bar in place even in a log file or a pipe (a line of escape
+    # codes per step), or with verbose=2 says nothing for eval_every steps.
+    own_lines = time_only or (options.verbose == 1 and not console.is_terminal())
     keep_best = early_stopping = None
     if validating and chief:  # KeepBest after the BLEU it reads
         callbacks.append(_validation_translations(
