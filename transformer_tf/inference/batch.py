@@ -3,19 +3,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the sentencepiece ops SavedModels need)
-from tqdm import tqdm
 
 from transformer_tf.config import DecodingConfig
 from transformer_tf.data.bpe import python_processor
 from transformer_tf.data.source_text import is_blank
 from transformer_tf.inference import loading
 from transformer_tf.inference.translator import Translator
+from transformer_tf.runtime.progress import counting
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +146,8 @@ def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_si
                      dtype=np.int64)
     scores = np.zeros((len(lines), translator.n_best), np.float32)
     batch_size = batch_rows(batch_size, translator.max_batch_rows)
-    with tqdm(total=len(lines), unit="sent", disable=not progress, file=sys.stderr) as bar:
+    with counting(len(lines), verb="translated", unit="sentences", bar_unit="sent",
+                  enabled=progress) as bar:
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             texts, chunk_scores = translate_splitting(translator.translate_batch,

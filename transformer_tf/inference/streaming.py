@@ -23,11 +23,11 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from tqdm import tqdm
 
 from transformer_tf.data.text_lines import open_binary, strip_newline
 from transformer_tf.evaluation.hypothesis_files import SCORE_PATTERN
 from transformer_tf.inference.batch import LoadedTranslator, translate_lines
+from transformer_tf.runtime.progress import counting
 
 logger = logging.getLogger(__name__)
 
@@ -222,8 +222,8 @@ def translate_stream(translator: LoadedTranslator, lines: Iterable[str], out: Bi
     """
     iterator = iter(lines)
     number = sum(1 for _ in itertools.islice(iterator, skip))
-    with tqdm(total=total, initial=number, unit="sent", disable=not progress,
-              file=sys.stderr) as bar:
+    with counting(total, verb="translated", unit="sentences", bar_unit="sent",
+                  enabled=progress, initial=number) as bar:
         while chunk := list(itertools.islice(iterator, window)):
             translations, scores = translate_lines(translator, chunk, batch_size,
                                                    progress=False, first_line=number + 1)
