@@ -69,3 +69,26 @@ def test_a_small_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         files.write_json_atomically(target, {"step": 2})
     assert json.loads(target.read_text()) == {"step": 1}  # the old file, whole
+
+
+@pytest.mark.parametrize("preset,target_language,grammar,parses", [
+    ("parsing_paper", "tree", "none", True),  # the paper's parser searches unconstrained
+    ("parsing_cpu", "tree", "tree", True),
+    ("base", "de", "none", False),
+    ("parsing_cpu", "", "tree", True),  # a run directory that recorded no language pair
+    ("base", "", "none", False),
+])
+def test_a_run_parses_when_it_was_trained_on_a_treebank(preset, target_language, grammar,
+                                                        parses, tmp_path):
+    """What `export` (told nothing) makes of a run: a parser for runs trained on a treebank
+    (target language "tree"), whatever their search."""
+    from transformer_tf.export.saved_model import _as_parser
+
+    chosen = get_preset(preset)
+    model_dir_lib.write_run_config(tmp_path, model_dir_lib.RunConfig(
+        model=chosen.model, training=chosen.training,
+        decoding=chosen.decoding.replace(grammar=grammar), data_dir="unused", preset=preset,
+        source_language="en" if target_language else "", target_language=target_language))
+    assert model_dir_lib.read_run_config(tmp_path).parses is parses
+    assert _as_parser(None, tmp_path, ids_only=False) is parses
+    assert _as_parser(None, tmp_path, ids_only=True) is False

@@ -55,6 +55,8 @@ from transformer_tf.runtime.json_file import JsonFileError, read_json_file
 FORMAT_VERSION = 1
 METADATA_FILE = "prepared.json"
 BPE_FILE = "bpe.model"
+# The target language of a treebank prepared for parsing (linearised trees).
+TREE_LANGUAGE = "tree"
 # "special_ids" of prepared.json: the ids the BPE model reserves (see transformer_tf.config).
 SPECIAL_IDS = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
 

@@ -28,14 +28,15 @@ from transformer_tf.data import bpe as bpe_lib
 from transformer_tf.data.corpora import text_file_corpus
 from transformer_tf.data.linearise import (
     DEFAULT_LEAVES, WORD_SLOT, constituent_labels, linearise, tree_symbols)
-from transformer_tf.data.prepared_reader import BPE_FILE, METADATA_FILE, PreparedData, load_prepared
+from transformer_tf.data.prepared_reader import (
+    BPE_FILE, METADATA_FILE, TREE_LANGUAGE, PreparedData, load_prepared)
 from transformer_tf.data.prepared_writer import prepare_corpus
 from transformer_tf.data.treebank_reader import (
     TreebankError, clean_tree, find_mrg_files, read_mrg_file, split_files)
 
 logger = logging.getLogger(__name__)
 
-SOURCE_LANGUAGE, TARGET_LANGUAGE = "en", "tree"
+SOURCE_LANGUAGE, TARGET_LANGUAGE = "en", TREE_LANGUAGE
 GOLD_SUFFIX = "gold"
 WORD_START = "\u2581"  # sentencepiece's word-start mark
 

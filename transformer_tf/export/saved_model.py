@@ -173,9 +173,8 @@ def export_model_dir(model_dir, out_dir, checkpoint=None, overwrite: bool = Fals
     core-ops variant; `max_batch_rows`: rows per request the signatures accept (0: no limit);
     `precision`: "float32" or "bfloat16", the latter refused on a machine without native
     bfloat16 unless `force_precision` (`export.precision.check_export_precision`);
-    `parser`: export as a Parser (sentences in, trees out); None: when the run was
-    trained to decode with the "tree" grammar (the parsing presets; whatever grammar
-    `decoding` has), unless `ids_only`."""
+    `parser`: export as a Parser (sentences in, trees out); None: when the run parses
+    (trained on a treebank: `RunConfig.parses`), unless `ids_only`."""
     check_max_batch_rows(max_batch_rows)
     check_export_precision(precision, force_precision)
     check_out_dir(out_dir, overwrite, model_dir)  # before the minutes of loading and tracing
@@ -211,10 +210,10 @@ def export_ensemble(model_dirs, out_dir, overwrite: bool = False, ids_only: bool
 
 
 def _as_parser(parser: bool | None, model_dir, ids_only: bool) -> bool:
-    """Whether to export as a Parser: `parser`, or when None, whether the run was trained
-    to decode with the "tree" grammar (and the export is not ids-only)."""
+    """Whether to export as a Parser: `parser`, or when None, whether the run parses
+    (`RunConfig.parses`) and the export is not ids-only."""
     if parser is None:
-        return read_run_config(model_dir).decoding.grammar == "tree" and not ids_only
+        return read_run_config(model_dir).parses and not ids_only
     return parser
 
 

@@ -33,7 +33,7 @@ import pathlib
 import shutil
 
 from transformer_tf.config import DecodingConfig, TrainingConfig
-from transformer_tf.data.prepared_reader import METADATA_FILE, load_prepared
+from transformer_tf.data.prepared_reader import METADATA_FILE, TREE_LANGUAGE, load_prepared
 from transformer_tf.models.registry import DEFAULT_FAMILY, config_class
 from transformer_tf.rundir.files import write_json_atomically, write_text_atomically
 from transformer_tf.rundir.lock import hold_run
@@ -64,6 +64,16 @@ class RunConfig:
     # A fine-tuned run's origin (`rundir.init_source.InitSource.get_config()`): the source
     # run, checkpoint, step and checkpoint sha256; None for a run trained from scratch.
     init_from: dict | None = None
+
+    @property
+    def parses(self) -> bool:
+        """Whether the run is a parser (sentences in, linearised trees out): its target
+        language is the treebank's "tree", whatever its search (the paper's parsing
+        preset decodes without the tree grammar); a run directory that recorded no
+        language pair parses when it decodes with the tree grammar."""
+        if self.target_language:
+            return self.target_language == TREE_LANGUAGE
+        return self.decoding.grammar == "tree"
 
     def to_json(self) -> str:
         fields = {
