@@ -234,14 +234,14 @@ def _tiny_tokenizer():
 
 
 # Plain chunks, and XLA-compiled chunks in two lanes (XLA alone and lanes alone are each
-# checked against the plain search above; each export traces every signature, so the
-# two other combinations would cost as much again).
+# checked against the plain search above). The translator's own `translate` is the
+# function an export stores as serving_default; exported chunked, laned and XLA variants
+# are served in tests/export/test_fuzz_variants.py.
 @pytest.mark.parametrize("xla,lanes", [(False, 1), (True, 2)])
-def test_a_translator_with_chunks_serves_the_same_text(tmp_path, xla, lanes):
-    """Text in, text out: the exported signature with chunk_size 3 (XLA-compiled in two
-    lanes, or neither) answers a batch of mixed lengths (blank and over-long rows
-    included) as the plain search does."""
-    from transformer_tf.export.saved_model import export_saved_model
+def test_a_translator_with_chunks_serves_the_same_text(xla, lanes):
+    """Text in, text out: `translate` with chunk_size 3 (XLA-compiled in two lanes, or
+    neither) answers a batch of mixed lengths (blank and over-long rows included) as the
+    plain search does."""
     from transformer_tf.inference.translator import Translator
 
     tokenizer = _tiny_tokenizer()
@@ -257,8 +257,7 @@ def test_a_translator_with_chunks_serves_the_same_text(tmp_path, xla, lanes):
                          DecodingConfig(beam_size=2, max_extra_length=5, chunk_size=3,
                                         xla=xla, lanes=lanes))
     expected = plain.translate(text)
-    served = tf.saved_model.load(str(export_saved_model(chunked, tmp_path / "1")))
-    got = served.signatures["serving_default"](text=text)
+    got = chunked.translate(text)
     assert got["translation"].numpy().tolist() == expected["translation"].numpy().tolist()
     np.testing.assert_allclose(got["score"], expected["score"], rtol=1e-5, atol=1e-5)
 
