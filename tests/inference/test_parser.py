@@ -105,6 +105,68 @@ def test_saved_model_through_parse_script(exported_parser, monkeypatch, capsys):
         main(["--model", str(exported_parser), "--beam-size", "4"])
 
 
+class _Stdin:
+    """stdin handing out `lines` one at a time, line k (from 0) only once the trees of
+    the lines of the windows before its own are on stdout (`printed`); `typed`: a
+    terminal (window 1)."""
+
+    def __init__(self, lines, printed, window: int, typed: bool = False):
+        self.lines, self.printed, self.window, self.typed = lines, printed, window, typed
+
+    def isatty(self):
+        return self.typed
+
+    @property
+    def buffer(self):
+        for number, line in enumerate(self.lines):
+            answered = number // self.window * self.window
+            assert self.printed.getvalue().count("\n") == answered, (
+                f"line {number + 1} was read before the trees of lines 1-{answered}")
+            yield (line + "\n").encode("utf-8")
+
+
+WINDOW_LINES = ["the cat sat on the mat .", "", "dogs bark", "zebras ( run )"]
+
+
+@pytest.fixture(scope="module")
+def loaded_parser(exported_parser):
+    """(`exported_parser` loaded once (inference.parser.ExportedParser, batches of 8),
+    the trees of WINDOW_LINES parsed at once)."""
+    from transformer_tf.inference.parser import ExportedParser
+
+    parser = ExportedParser(exported_parser, batch_size=8)
+    return parser, parser.parse(WINDOW_LINES)[0]
+
+
+def test_the_parse_script_prints_each_window_before_reading_the_next(
+        exported_parser, loaded_parser, monkeypatch, capsys):
+    """Read a window at a time (--window 2, then one line typed at a terminal), the trees
+    are those of the whole input parsed at once, in order, and the repairs are counted
+    over every window. (The command's loading of the export is
+    test_saved_model_through_parse_script's; here it gets the export loaded once. Both
+    cases in one test: each test starts with TensorFlow's kernels cleared, which costs a
+    loaded parser seconds on its first call.)"""
+    import io
+    import sys
+
+    import transformer_tf.inference.parser as parser_module
+    from transformer_tf.cli.parse import main
+
+    lines, (loaded, expected) = WINDOW_LINES, loaded_parser
+    monkeypatch.setattr(parser_module, "ExportedParser", lambda path, batch_size: (
+        loaded if (path, batch_size) == (str(exported_parser), 8) else None))
+    argv = ["--model", str(exported_parser), "--batch-size", "8"]
+    for window, typed in ((2, False), (1, True)):
+        printed = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", printed)
+        monkeypatch.setattr(sys, "stdin", _Stdin(lines, printed, window, typed))
+        assert main(argv + ([] if typed else ["--window", str(window), "--quiet"])) == 0
+        assert printed.getvalue() == "".join(tree + "\n" for tree in expected)
+        err = capsys.readouterr().err
+        assert "repairs: 0 in 0 of 4 sentences" in err
+        assert ("each line as it is entered" in err) == typed
+
+
 def test_parser_with_words_as_leaves_copies_the_sentence_into_a_tree():
     """A tiny random model over a vocabulary without the word slot: the Parser reads it
     as "words" leaves, the tree grammar copies the input pieces, so the raw output is the

@@ -11,7 +11,8 @@ from transformer_tf.data.treebank_reader import read_trees
 
 
 @pytest.mark.slow
-def test_parse_job_produces_every_artefact(shared_data_dir, tmp_path, gc_frozen):
+def test_parse_job_produces_every_artefact(shared_data_dir, tmp_path, gc_frozen, monkeypatch,
+                                           capsys):
     from transformer_tf.jobs.parse_job import EXAMPLE_SENTENCES, ParseJobOptions, run_parse_job
 
     files = sorted((shared_data_dir / "ptb_wsj_sample").glob("*.mrg"))[:14]
@@ -72,3 +73,21 @@ def test_parse_job_produces_every_artefact(shared_data_dir, tmp_path, gc_frozen)
     assert export_main(["--model-dir", str(work / "model"), "--out", str(tmp_path / "auto" / "1"),
                         "--beam-size", "1", "--no-warmup"]) == 0
     assert read_export_info(tmp_path / "auto" / "1")["task"] == "parsing"
+
+    # scripts/parse.py on the run (in Python, repairs after the search): a tree per line.
+    import io
+    import sys
+
+    from transformer_tf.cli.parse import main as parse_main
+
+    lines = EXAMPLE_SENTENCES[:2] + [""]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
+        "".join(line + "\n" for line in lines).encode())))
+    capsys.readouterr()
+    assert parse_main(["--model-dir", str(work / "model"), "--beam-size", "1", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    trees = captured.out.split("\n")
+    assert len(trees) == 4 and trees[2:] == ["", ""]
+    for sentence, tree in zip(lines[:2], trees):
+        assert read_trees(tree)[0].words() == sentence.split()
+    assert "of 3 sentences" in captured.err

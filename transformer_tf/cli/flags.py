@@ -192,6 +192,7 @@ SHARED = {
     "json": SharedFlag("--json", {"action": "store_true"}),
     # Decoding.
     "batch_size": SharedFlag("--batch-size", {"type": positive_int}),
+    "window": SharedFlag("--window", {"type": positive_int}),
     "grammar": SharedFlag("--grammar", {"choices": GRAMMARS}),
 }
 

@@ -1,5 +1,8 @@
 """Parse stdin to stdout: one whitespace-tokenised sentence per line in, one bracketed tree
 (TOP root, XX as the tag of non-punctuation words) per line out; empty lines stay empty.
+Input is read a window of lines at a time (sorted by length and batched together), whose
+trees are printed before the next is read: memory stays bounded whatever the input's
+size. Typed at a terminal, each line is parsed as soon as it is entered.
 
 From an exported parsing SavedModel (--model; its in-graph serving_default, with the
 search settings it was exported with) or a training run (--model-dir; averaged checkpoint
@@ -41,6 +44,9 @@ def main(argv=None):
                   "trees with every input word in place; none: unconstrained, repaired "
                   "afterwards)")
     add_flag(parser, "batch_size", default=32, help="sentences per batch")
+    add_flag(parser, "window",
+             help="input lines read and sorted by length together, their trees printed "
+                  "before the next are read (default: 16 x --batch-size)")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     add_version_flag(parser)
@@ -55,24 +61,54 @@ def _run(parser, args) -> int:
         parser.error("search settings can be changed only with --model-dir")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
 
-    from transformer_tf.inference.parser import parse_lines, parse_lines_saved_model
+    import itertools
+
+    from transformer_tf.data.linearise import RepairCounts
     from transformer_tf.inference.streaming import source_lines
+    from transformer_tf.runtime.progress import counting
 
-    lines = list(source_lines(sys.stdin.buffer))
-    if args.model:
-        trees, repairs = parse_lines_saved_model(args.model, lines, args.batch_size)
-    else:
-        from transformer_tf.inference.batch import load_translator
-        from transformer_tf.inference.loading import source_decoding
-
-        decoding = search_settings(args, source_decoding(model_dir=args.model_dir))
-        translator = load_translator(model_dir=args.model_dir, checkpoint=args.checkpoint,
-                                     decoding=decoding)
-        trees, _, _, repairs = parse_lines(translator, lines, args.batch_size,
-                                           progress=not args.quiet)
-    sys.stdout.write("".join(tree + "\n" for tree in trees))
-    sys.stdout.flush()
-    print(f"repairs: {repairs.total} in {repairs.repaired_sentences} of {len(lines)} "
-          f"sentences {repairs.as_dict()}", file=sys.stderr)
+    parse = _load_parse(args)  # (lines, number of the first from 1) -> (trees, repairs)
+    typed = console.is_terminal(sys.stdin)  # by a person: answer each line at once
+    if typed and not args.quiet:
+        print("parsing each line as it is entered; Ctrl-D ends", file=sys.stderr)
+    window = 1 if typed else args.window or 16 * args.batch_size
+    # Lines end at "\n" only, so N input lines give N trees; invalid UTF-8 becomes U+FFFD
+    # (a warning names the line).
+    lines = source_lines(sys.stdin.buffer)
+    total, count = RepairCounts(), 0
+    with counting(None, verb="parsed", unit="sentences", bar_unit="sent",
+                  enabled=not (args.quiet or typed)) as progress:
+        while chunk := list(itertools.islice(lines, window)):
+            trees, repairs = parse(chunk, count + 1)
+            sys.stdout.write("".join(tree + "\n" for tree in trees))
+            sys.stdout.flush()
+            total.add(repairs)
+            count += len(chunk)
+            progress.update(len(chunk))
+    print(f"repairs: {total.total} in {total.repaired_sentences} of {count} "
+          f"sentences {total.as_dict()}", file=sys.stderr)
     return 0
 
+
+def _load_parse(args):
+    """(lines: list of str, the input line number of lines[0]) -> (trees, total
+    RepairCounts), from --model or --model-dir."""
+    if args.model:
+        from transformer_tf.inference.parser import ExportedParser
+
+        exported = ExportedParser(args.model, args.batch_size)
+        return lambda lines, first_line: exported.parse(lines)  # (no warning names a line)
+    from transformer_tf.inference.batch import load_translator
+    from transformer_tf.inference.loading import source_decoding
+    from transformer_tf.inference.parser import parse_lines
+
+    decoding = search_settings(args, source_decoding(model_dir=args.model_dir))
+    translator = load_translator(model_dir=args.model_dir, checkpoint=args.checkpoint,
+                                 decoding=decoding)
+
+    def parse(lines, first_line):
+        trees, _, _, repairs = parse_lines(translator, lines, args.batch_size, progress=False,
+                                           first_line=first_line)
+        return trees, repairs
+
+    return parse

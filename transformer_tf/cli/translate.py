@@ -72,9 +72,9 @@ def main(argv=None):
                             "lines are kept (a partial last line is cut) and the input lines "
                             "they translate are skipped; give the --n-best and --scores "
                             "that wrote it (a file in another format is refused)")
-    files.add_argument("--window", type=positive_int,
-                       help="with --src or --output: input lines read and sorted by length "
-                            "together (default: 16 x --batch-size)")
+    add_flag(files, "window",
+             help="with --src or --output: input lines read and sorted by length together "
+                  "(default: 16 x --batch-size)")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     add_version_flag(parser)

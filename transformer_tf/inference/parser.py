@@ -217,9 +217,11 @@ class Parser(tf.Module):
                 "repairs": repairs}
 
 
-def parse_lines(translator, lines, batch_size: int = 32, progress: bool = True):
+def parse_lines(translator, lines, batch_size: int = 32, progress: bool = True,
+                first_line: int = 1):
     """Parse sentences with a `LoadedTranslator` of a parsing model (inference.batch), in
-    Python: model outputs read back by `linearise.tree_from_output`.
+    Python: model outputs read back by `linearise.tree_from_output`. `first_line`: the
+    input line number of lines[0] (from 1), for warnings naming a line.
 
     Returns:
       (trees: list of bracketed tree strings, "" for empty lines; linearised outputs;
@@ -227,7 +229,8 @@ def parse_lines(translator, lines, batch_size: int = 32, progress: bool = True):
     """
     leaves = leaves_of_vocabulary(translator.bpe_model_proto)
     inputs = [" ".join(sentence_words(line)) for line in lines]
-    outputs, _ = translate_lines(translator, inputs, batch_size, progress=progress)
+    outputs, _ = translate_lines(translator, inputs, batch_size, progress=progress,
+                                 first_line=first_line)
     trees, per_sentence, total = [], [], RepairCounts()
     for line, row in zip(inputs, outputs):
         tree, counts = tree_from_output(row[0], line, leaves)
@@ -237,24 +240,30 @@ def parse_lines(translator, lines, batch_size: int = 32, progress: bool = True):
     return trees, [row[0] for row in outputs], per_sentence, total
 
 
-def parse_lines_saved_model(saved_model_dir, lines, batch_size: int = 32):
-    """Parse sentences with an exported parser's serving_default (repairs in the graph),
-    in batches of similar length (at most the export's max_batch_rows); returns (trees,
-    total RepairCounts)."""
-    limit = read_export_info(saved_model_dir).get("max_batch_rows", 0)
-    batch_size = batch_rows(batch_size, limit)
-    loaded = load_saved_model(saved_model_dir)
-    serving = loaded.signatures["serving_default"]
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i].split()))
-    trees: list = [""] * len(lines)
-    total = RepairCounts()
-    for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        out = serving(text=tf.constant([lines[i] for i in chunk]))
-        for row, index in enumerate(chunk):
-            trees[index] = out["tree"][row].numpy().decode("utf-8")
-            counts = RepairCounts(**dict(zip(REPAIR_KINDS,
-                                             (int(x) for x in out["repairs"][row]))))
-            counts.repaired_sentences = int(counts.total > 0)
-            total.add(counts)
-    return trees, total
+class ExportedParser:
+    """An exported parser's serving_default (repairs in the graph), loaded once;
+    `parse(lines)` sends them in batches of similar length, of at most `batch_size` rows
+    (and at most the export's max_batch_rows)."""
+
+    def __init__(self, saved_model_dir, batch_size: int = 32):
+        limit = read_export_info(saved_model_dir).get("max_batch_rows", 0)
+        self.batch_size = batch_rows(batch_size, limit)
+        self._loaded = load_saved_model(saved_model_dir)  # holds what the signature uses
+        self._serving = self._loaded.signatures["serving_default"]
+
+    def parse(self, lines) -> tuple[list, RepairCounts]:
+        """(trees: a bracketed tree string per line, "" for an empty one; total
+        RepairCounts)."""
+        order = sorted(range(len(lines)), key=lambda i: len(lines[i].split()))
+        trees: list = [""] * len(lines)
+        total = RepairCounts()
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            out = self._serving(text=tf.constant([lines[i] for i in chunk]))
+            for row, index in enumerate(chunk):
+                trees[index] = out["tree"][row].numpy().decode("utf-8")
+                counts = RepairCounts(**dict(zip(REPAIR_KINDS,
+                                                 (int(x) for x in out["repairs"][row]))))
+                counts.repaired_sentences = int(counts.total > 0)
+                total.add(counts)
+        return trees, total
