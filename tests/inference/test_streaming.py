@@ -354,21 +354,24 @@ def test_the_command_resumes_an_output(translator, run_dir, sentences, tmp_path,
     assert capsys.readouterr().out == "".join(h[0] + "\n" for h in expected)
 
 
-class _TypedAtATerminal:
-    """stdin at a terminal: `isatty()`, and `lines` handed out one at a time, each only once
-    the translation of the line before it is in `printed` (stdout)."""
+class _Stdin:
+    """stdin handing out `lines` one at a time, line k (from 0) only once the translations
+    of the windows of `window` lines before its own are on stdout (`printed`, `per_line`
+    output lines per input line); `typed`: a terminal."""
 
-    def __init__(self, lines, printed):
-        self.lines, self.printed = lines, printed
+    def __init__(self, lines, printed, window: int = 1, typed: bool = True, per_line: int = 1):
+        self.lines, self.printed, self.window = lines, printed, window
+        self.typed, self.per_line = typed, per_line
 
     def isatty(self):
-        return True
+        return self.typed
 
     @property
     def buffer(self):
         for number, line in enumerate(self.lines):
-            assert self.printed.getvalue().count("\n") == number, (
-                f"line {number + 1} was read before line {number} was answered")
+            answered = number // self.window * self.window
+            assert self.printed.getvalue().count("\n") == answered * self.per_line, (
+                f"line {number + 1} was read before lines 1-{answered} were answered")
             yield (line + "\n").encode("utf-8")
 
 
@@ -381,7 +384,7 @@ def test_lines_typed_at_a_terminal_are_answered_one_at_a_time(translator, run_di
     expected, _ = translate_lines(translator, lines, batch_size=8, progress=False)
     printed = io.StringIO()
     monkeypatch.setattr(sys, "stdout", printed)
-    monkeypatch.setattr(sys, "stdin", _TypedAtATerminal(lines, printed))
+    monkeypatch.setattr(sys, "stdin", _Stdin(lines, printed))
     assert translate_cli.main(["--model-dir", str(run_dir), *SEARCH]) == 0
     assert printed.getvalue() == "".join(h[0] + "\n" for h in expected)
     assert "each line as it is entered" in capsys.readouterr().err
@@ -391,6 +394,35 @@ def test_lines_typed_at_a_terminal_are_answered_one_at_a_time(translator, run_di
 def nbest_translator(run_dir):
     decoding = source_decoding(model_dir=run_dir).replace(beam_size=2, max_extra_length=3)
     return load_translator(model_dir=str(run_dir), decoding=decoding, n_best=2)
+
+
+def test_piped_lines_are_answered_a_window_at_a_time(nbest_translator, run_dir, sentences,
+                                                     monkeypatch, capsys):
+    """From a pipe, --window 2: each window's n-best lines are printed before the next
+    window is read, numbered on across windows, and equal to the whole input's."""
+    import transformer_tf.inference.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "load_translator", lambda **_: nbest_translator)
+    lines = sentences[:2] + [""] + sentences[2:4]
+    hypotheses, scores = translate_lines(nbest_translator, lines, batch_size=8,
+                                         progress=False)
+    output_format = OutputFormat(n_best=2)
+    expected = "".join(output_format.format(number, h, s)
+                       for number, (h, s) in enumerate(zip(hypotheses, scores)))
+    printed = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", printed)
+    monkeypatch.setattr(sys, "stdin", _Stdin(lines, printed, window=2, typed=False,
+                                             per_line=2))
+    assert translate_cli.main(["--model-dir", str(run_dir), "--beam-size", "2",
+                               "--max-extra-length", "3", "--n-best", "2", "--window", "2",
+                               "--quiet"]) == 0
+    # The same lines; a score may differ in its last printed digit (other batches).
+    got = [line.split(" ||| ") for line in printed.getvalue().splitlines()]
+    want = [line.split(" ||| ") for line in expected.splitlines()]
+    assert [row[:2] for row in got] == [row[:2] for row in want]
+    assert [row[0] for row in got] == [str(n) for n in range(5) for _ in range(2)]
+    np.testing.assert_allclose([float(row[2]) for row in got],
+                               [float(row[2]) for row in want], atol=2e-4)
 
 
 def test_the_command_refuses_to_resume_in_another_format(translator, nbest_translator,

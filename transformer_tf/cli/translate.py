@@ -1,9 +1,11 @@
 """Translate stdin to stdout, one sentence per line (order kept; empty lines stay empty).
-Typed at a terminal, each line is translated as soon as it is entered.
+Input is read a window of lines at a time (--window), batched by length, and its
+translations are printed before the next window is read; typed at a terminal, each line
+is translated as soon as it is entered.
 
 From an exported SavedModel (--model) or a training run (--model-dir, averaged checkpoint
-if present). Sentences are batched by length; a progress bar goes to stderr. Inputs longer
-than the model's positions are truncated, with a warning naming the line.
+if present). Progress goes to stderr. Inputs longer than the model's positions are
+truncated, with a warning naming the line.
 
 Files of any size: --src FILE and --output FILE read lazily and write as they go, in
 input order, with bounded memory; after a kill, --resume keeps the complete lines written
@@ -17,6 +19,7 @@ Examples:
   python scripts/translate.py --model saved_models/en_de/1 --src big.en --output big.de [--resume]
 """
 import argparse
+import itertools
 import logging
 import sys
 
@@ -73,8 +76,8 @@ def main(argv=None):
                             "they translate are skipped; give the --n-best and --scores "
                             "that wrote it (a file in another format is refused)")
     add_flag(files, "window",
-             help="with --src or --output: input lines read and sorted by length together "
-                  "(default: 16 x --batch-size)")
+             help="input lines read and sorted by length together, their translations "
+                  "written before the next are read (default: 16 x --batch-size)")
     add_quiet_flag(parser)
     console.add_verbose_flag(parser)
     add_version_flag(parser)
@@ -108,6 +111,7 @@ def _run(args) -> int:
         source_lines,
         translate_file,
     )
+    from transformer_tf.runtime.progress import counting
 
     output_format = OutputFormat(n_best=args.n_best, scores=args.scores)
     streaming = args.src is not None or args.output is not None
@@ -140,27 +144,31 @@ def _run(args) -> int:
     # Lines end at "\n" only (as for the corpus reader and evaluate.py), so N input lines
     # give N output lines; invalid UTF-8 becomes U+FFFD (a warning names the line).
     lines = source_lines(sys.stdin.buffer)
-    if console.is_terminal(sys.stdin):  # typed by a person: answer each line at once
-        if not args.quiet:
-            print("translating each line as it is entered; Ctrl-D ends", file=sys.stderr)
-        for number, line in enumerate(lines):
-            _print_translations(translator, aligner, args, output_format, [line], number)
-        return 0
-    # From a pipe or a file, every line is read first, to batch them by length.
-    _print_translations(translator, aligner, args, output_format, list(lines), 0,
-                        progress=not args.quiet)
+    typed = console.is_terminal(sys.stdin)  # by a person: answer each line at once
+    if typed and not args.quiet:
+        print("translating each line as it is entered; Ctrl-D ends", file=sys.stderr)
+    # From a pipe, a window of lines at a time, batched by length and printed before the
+    # next is read (memory bounded, output as it goes).
+    window = 1 if typed else args.window or 16 * args.batch_size
+    with counting(None, verb="translated", unit="sentences", bar_unit="sent",
+                  enabled=not (args.quiet or typed)) as progress:
+        number = 0
+        while chunk := list(itertools.islice(lines, window)):
+            _print_translations(translator, aligner, args, output_format, chunk, number)
+            number += len(chunk)
+            progress.update(len(chunk))
     return 0
 
 
-def _print_translations(translator, aligner, args, output_format, lines, first: int,
-                        progress: bool = False) -> None:
+def _print_translations(translator, aligner, args, output_format, lines,
+                        first: int) -> None:
     """Translate `lines`, input lines `first`, `first` + 1, ... (from 0), and print them to
     stdout in `output_format`, with their alignments (--alignments) or unknown words
     replaced (--replace-unk) by `aligner`, then flush."""
     from transformer_tf.inference.batch import translate_lines
 
     translations, scores = translate_lines(translator, lines, args.batch_size,
-                                           progress=progress, first_line=first + 1)
+                                           progress=False, first_line=first + 1)
     if aligner is not None:
         alignments = aligner.align(lines, [hypotheses[0] for hypotheses in translations])
         if args.replace_unk:
