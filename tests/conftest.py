@@ -259,6 +259,35 @@ def built_once_per_session(tmp_path_factory):
     return get
 
 
+class StdinReadByWindows:
+    """stdin for the commands that read a window of lines at a time (translate, parse):
+    hands out `lines` one at a time, line k (from 0) only once the output of the windows
+    of `window` lines before its own is on stdout (`printed`, a StringIO; `per_line`
+    output lines per input line), else fails the test; `typed`: stdin is a terminal."""
+
+    def __init__(self, lines, printed, window: int = 1, typed: bool = False,
+                 per_line: int = 1):
+        self.lines, self.printed, self.window = lines, printed, window
+        self.typed, self.per_line = typed, per_line
+
+    def isatty(self):
+        return self.typed
+
+    @property
+    def buffer(self):
+        for number, line in enumerate(self.lines):
+            answered = number // self.window * self.window
+            assert self.printed.getvalue().count("\n") == answered * self.per_line, (
+                f"line {number + 1} was read before lines 1-{answered} were answered")
+            yield (line + "\n").encode("utf-8")
+
+
+@pytest.fixture(scope="session")
+def stdin_read_by_windows():
+    """The class `StdinReadByWindows`, for monkeypatching sys.stdin."""
+    return StdinReadByWindows
+
+
 # Modules that take a minute or more in the suite on a 2-core CPU, longest first (each
 # module's first-to-last test time in a `make test` run, with the two others alongside).
 # They are handed out first, so that the suite does not end with one worker alone on a

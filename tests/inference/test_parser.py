@@ -105,26 +105,6 @@ def test_saved_model_through_parse_script(exported_parser, monkeypatch, capsys):
         main(["--model", str(exported_parser), "--beam-size", "4"])
 
 
-class _Stdin:
-    """stdin handing out `lines` one at a time, line k (from 0) only once the trees of
-    the lines of the windows before its own are on stdout (`printed`); `typed`: a
-    terminal (window 1)."""
-
-    def __init__(self, lines, printed, window: int, typed: bool = False):
-        self.lines, self.printed, self.window, self.typed = lines, printed, window, typed
-
-    def isatty(self):
-        return self.typed
-
-    @property
-    def buffer(self):
-        for number, line in enumerate(self.lines):
-            answered = number // self.window * self.window
-            assert self.printed.getvalue().count("\n") == answered, (
-                f"line {number + 1} was read before the trees of lines 1-{answered}")
-            yield (line + "\n").encode("utf-8")
-
-
 WINDOW_LINES = ["the cat sat on the mat .", "", "dogs bark", "zebras ( run )"]
 
 
@@ -139,7 +119,7 @@ def loaded_parser(exported_parser):
 
 
 def test_the_parse_script_prints_each_window_before_reading_the_next(
-        exported_parser, loaded_parser, monkeypatch, capsys):
+        exported_parser, loaded_parser, stdin_read_by_windows, monkeypatch, capsys):
     """Read a window at a time (--window 2, then one line typed at a terminal), the trees
     are those of the whole input parsed at once, in order, and the repairs are counted
     over every window. (The command's loading of the export is
@@ -159,7 +139,7 @@ def test_the_parse_script_prints_each_window_before_reading_the_next(
     for window, typed in ((2, False), (1, True)):
         printed = io.StringIO()
         monkeypatch.setattr(sys, "stdout", printed)
-        monkeypatch.setattr(sys, "stdin", _Stdin(lines, printed, window, typed))
+        monkeypatch.setattr(sys, "stdin", stdin_read_by_windows(lines, printed, window, typed))
         assert main(argv + ([] if typed else ["--window", str(window), "--quiet"])) == 0
         assert printed.getvalue() == "".join(tree + "\n" for tree in expected)
         err = capsys.readouterr().err

@@ -354,28 +354,8 @@ def test_the_command_resumes_an_output(translator, run_dir, sentences, tmp_path,
     assert capsys.readouterr().out == "".join(h[0] + "\n" for h in expected)
 
 
-class _Stdin:
-    """stdin handing out `lines` one at a time, line k (from 0) only once the translations
-    of the windows of `window` lines before its own are on stdout (`printed`, `per_line`
-    output lines per input line); `typed`: a terminal."""
-
-    def __init__(self, lines, printed, window: int = 1, typed: bool = True, per_line: int = 1):
-        self.lines, self.printed, self.window = lines, printed, window
-        self.typed, self.per_line = typed, per_line
-
-    def isatty(self):
-        return self.typed
-
-    @property
-    def buffer(self):
-        for number, line in enumerate(self.lines):
-            answered = number // self.window * self.window
-            assert self.printed.getvalue().count("\n") == answered * self.per_line, (
-                f"line {number + 1} was read before lines 1-{answered} were answered")
-            yield (line + "\n").encode("utf-8")
-
-
 def test_lines_typed_at_a_terminal_are_answered_one_at_a_time(translator, run_dir, sentences,
+                                                               stdin_read_by_windows,
                                                                monkeypatch, capsys):
     import transformer_tf.inference.batch as batch_module
 
@@ -384,7 +364,7 @@ def test_lines_typed_at_a_terminal_are_answered_one_at_a_time(translator, run_di
     expected, _ = translate_lines(translator, lines, batch_size=8, progress=False)
     printed = io.StringIO()
     monkeypatch.setattr(sys, "stdout", printed)
-    monkeypatch.setattr(sys, "stdin", _Stdin(lines, printed))
+    monkeypatch.setattr(sys, "stdin", stdin_read_by_windows(lines, printed, typed=True))
     assert translate_cli.main(["--model-dir", str(run_dir), *SEARCH]) == 0
     assert printed.getvalue() == "".join(h[0] + "\n" for h in expected)
     assert "each line as it is entered" in capsys.readouterr().err
@@ -397,7 +377,7 @@ def nbest_translator(run_dir):
 
 
 def test_piped_lines_are_answered_a_window_at_a_time(nbest_translator, run_dir, sentences,
-                                                     monkeypatch, capsys):
+                                                     stdin_read_by_windows, monkeypatch):
     """From a pipe, --window 2: each window's n-best lines are printed before the next
     window is read, numbered on across windows, and equal to the whole input's."""
     import transformer_tf.inference.batch as batch_module
@@ -411,8 +391,8 @@ def test_piped_lines_are_answered_a_window_at_a_time(nbest_translator, run_dir, 
                        for number, (h, s) in enumerate(zip(hypotheses, scores)))
     printed = io.StringIO()
     monkeypatch.setattr(sys, "stdout", printed)
-    monkeypatch.setattr(sys, "stdin", _Stdin(lines, printed, window=2, typed=False,
-                                             per_line=2))
+    monkeypatch.setattr(sys, "stdin", stdin_read_by_windows(lines, printed, window=2,
+                                                            per_line=2))
     assert translate_cli.main(["--model-dir", str(run_dir), "--beam-size", "2",
                                "--max-extra-length", "3", "--n-best", "2", "--window", "2",
                                "--quiet"]) == 0
