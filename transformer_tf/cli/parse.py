@@ -61,30 +61,24 @@ def _run(parser, args) -> int:
         parser.error("search settings can be changed only with --model-dir")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
 
-    import itertools
-
     from transformer_tf.data.linearise import RepairCounts
-    from transformer_tf.inference.streaming import source_lines
-    from transformer_tf.runtime.progress import counting
+    from transformer_tf.inference.streaming import counted_windows, source_lines, window_size
 
     parse = _load_parse(args)  # (lines, number of the first from 1) -> (trees, repairs)
     typed = console.is_terminal(sys.stdin)  # by a person: answer each line at once
     if typed and not args.quiet:
         print("parsing each line as it is entered; Ctrl-D ends", file=sys.stderr)
-    window = 1 if typed else args.window or 16 * args.batch_size
     # Lines end at "\n" only, so N input lines give N trees; invalid UTF-8 becomes U+FFFD
     # (a warning names the line).
     lines = source_lines(sys.stdin.buffer)
     total, count = RepairCounts(), 0
-    with counting(None, verb="parsed", unit="sentences", bar_unit="sent",
-                  enabled=not (args.quiet or typed)) as progress:
-        while chunk := list(itertools.islice(lines, window)):
-            trees, repairs = parse(chunk, count + 1)
-            sys.stdout.write("".join(tree + "\n" for tree in trees))
-            sys.stdout.flush()
-            total.add(repairs)
-            count += len(chunk)
-            progress.update(len(chunk))
+    for first, chunk in counted_windows(lines, window_size(args.window, args.batch_size, typed),
+                                        verb="parsed", progress=not (args.quiet or typed)):
+        trees, repairs = parse(chunk, first + 1)
+        sys.stdout.write("".join(tree + "\n" for tree in trees))
+        sys.stdout.flush()
+        total.add(repairs)
+        count = first + len(chunk)
     print(f"repairs: {total.total} in {total.repaired_sentences} of {count} "
           f"sentences {total.as_dict()}", file=sys.stderr)
     return 0

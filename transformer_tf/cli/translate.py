@@ -19,7 +19,6 @@ Examples:
   python scripts/translate.py --model saved_models/en_de/1 --src big.en --output big.de [--resume]
 """
 import argparse
-import itertools
 import logging
 import sys
 
@@ -109,9 +108,10 @@ def _run(args) -> int:
         OutputFormat,
         check_output,
         source_lines,
+        counted_windows,
         translate_file,
+        window_size,
     )
-    from transformer_tf.runtime.progress import counting
 
     output_format = OutputFormat(n_best=args.n_best, scores=args.scores)
     streaming = args.src is not None or args.output is not None
@@ -132,7 +132,7 @@ def _run(args) -> int:
                                  n_best=args.n_best)
     if streaming:
         translate_file(translator, args.src, args.output, skip=skip,
-                       batch_size=args.batch_size, window=args.window or 16 * args.batch_size,
+                       batch_size=args.batch_size, window=window_size(args.window, args.batch_size),
                        output_format=output_format, progress=not args.quiet)
         return 0
     aligner = None
@@ -149,14 +149,9 @@ def _run(args) -> int:
         print("translating each line as it is entered; Ctrl-D ends", file=sys.stderr)
     # From a pipe, a window of lines at a time, batched by length and printed before the
     # next is read (memory bounded, output as it goes).
-    window = 1 if typed else args.window or 16 * args.batch_size
-    with counting(None, verb="translated", unit="sentences", bar_unit="sent",
-                  enabled=not (args.quiet or typed)) as progress:
-        number = 0
-        while chunk := list(itertools.islice(lines, window)):
-            _print_translations(translator, aligner, args, output_format, chunk, number)
-            number += len(chunk)
-            progress.update(len(chunk))
+    for first, chunk in counted_windows(lines, window_size(args.window, args.batch_size, typed),
+                                        verb="translated", progress=not (args.quiet or typed)):
+        _print_translations(translator, aligner, args, output_format, chunk, first)
     return 0
 
 

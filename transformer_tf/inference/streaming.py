@@ -204,6 +204,33 @@ def resume_point(path, output_format: OutputFormat = OutputFormat()) -> int:
     return lines // group
 
 
+WINDOW_BATCHES = 16  # input lines read together by default: this many batches
+
+
+def window_size(window: int | None, batch_size: int, typed: bool = False) -> int:
+    """Input lines read, sorted by length and batched together: `window`, else
+    WINDOW_BATCHES batches of `batch_size`; 1 for lines `typed` at a terminal (each
+    answered as soon as it is entered)."""
+    return 1 if typed else window or WINDOW_BATCHES * batch_size
+
+
+def counted_windows(lines: Iterable[str], window: int, *, verb: str, progress: bool = True,
+                    first: int = 0, total: int | None = None
+                    ) -> Iterator[tuple[int, list[str]]]:
+    """(number of its first line from 0, lines) for consecutive windows of `window` lines
+    of `lines`, read lazily, the count starting at `first`; each window's lines are
+    counted done (runtime.progress, "`verb` N of `total` sentences") once the caller
+    asks for the next, and the closing line comes when `lines` ends."""
+    iterator = iter(lines)
+    number = first
+    with counting(total, verb=verb, unit="sentences", bar_unit="sent", enabled=progress,
+                  initial=first) as bar:
+        while chunk := list(itertools.islice(iterator, window)):
+            yield number, chunk
+            number += len(chunk)
+            bar.update(len(chunk))
+
+
 def translate_stream(translator: LoadedTranslator, lines: Iterable[str], out: BinaryIO, *,
                      batch_size: int = 64, window: int = 1024,
                      output_format: OutputFormat = OutputFormat(), skip: int = 0,
@@ -222,19 +249,17 @@ def translate_stream(translator: LoadedTranslator, lines: Iterable[str], out: Bi
     """
     iterator = iter(lines)
     number = sum(1 for _ in itertools.islice(iterator, skip))
-    with counting(total, verb="translated", unit="sentences", bar_unit="sent",
-                  enabled=progress, initial=number) as bar:
-        while chunk := list(itertools.islice(iterator, window)):
-            translations, scores = translate_lines(translator, chunk, batch_size,
-                                                   progress=False, first_line=number + 1)
-            out.write("".join(output_format.format(number + i, hypotheses, row_scores)
-                              for i, (hypotheses, row_scores)
-                              in enumerate(zip(translations, scores))).encode("utf-8"))
-            out.flush()
-            if durable:
-                os.fsync(out.fileno())
-            number += len(chunk)
-            bar.update(len(chunk))
+    for first, chunk in counted_windows(iterator, window, verb="translated",
+                                        progress=progress, first=number, total=total):
+        translations, scores = translate_lines(translator, chunk, batch_size,
+                                               progress=False, first_line=first + 1)
+        out.write("".join(output_format.format(first + i, hypotheses, row_scores)
+                          for i, (hypotheses, row_scores)
+                          in enumerate(zip(translations, scores))).encode("utf-8"))
+        out.flush()
+        if durable:
+            os.fsync(out.fileno())
+        number = first + len(chunk)
     return number
 
 
