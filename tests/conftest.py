@@ -1,4 +1,5 @@
-"""Shared test set-up: quiet TensorFlow, deterministic seeds, and the data location."""
+"""Shared test set-up: quiet TensorFlow, graphs traced here left unoptimized, deterministic
+seeds, and the data location."""
 import contextlib
 import gc
 import os
@@ -9,13 +10,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from transformer_tf.runtime.cpu import prefer_onednn_for_training  # noqa: E402  (no TensorFlow)
 
 # The kernels the training commands choose (oneDNN on AVX2 x86 CPUs, cpu.py), chosen before
-# TensorFlow loads: the tests run what a user's training runs, and the commands the tests
-# start in subprocesses inherit the choice, so in-process and subprocess runs compare alike.
+# TensorFlow loads: the tests run the kernels a user's training runs, and the commands the
+# tests start in subprocesses inherit the choice, so in-process and subprocess runs compare
+# alike (weight for weight, with Grappler on for both: `optimized_graphs` below).
 prefer_onednn_for_training()
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from transformer_tf.training.distribution import split_cpu  # noqa: E402
 
@@ -28,6 +31,33 @@ try:
     split_cpu(2)
 except RuntimeError:
     pass
+
+# The functions traced in this process run without Grappler, TensorFlow's graph optimizer
+# (it fuses, folds and prunes; it never changes what a graph computes, only its rounding):
+# optimizing each of the thousands of small functions the tests trace, used a few times
+# each, took about a sixth of their CPU time. What users run keeps it: every command the
+# tests start in a subprocess (the main job, the scripts, fresh-process loads of exports)
+# runs with TensorFlow's defaults, and a run compared weight for weight with one of those
+# is trained with them (`optimized_graphs`).
+tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
+@contextlib.contextmanager
+def _optimized_graphs():
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
+@pytest.fixture(scope="session")
+def optimized_graphs():
+    """A context manager: the functions first called inside it are optimized by Grappler, as
+    in a command the tests run in a subprocess (a 200-step run's weights move apart from
+    the same run's without it, by far more than a tolerance would allow)."""
+    return _optimized_graphs
+
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 

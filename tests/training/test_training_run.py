@@ -89,13 +89,13 @@ def summaries(logdir, run):
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_multi30k, tmp_path_factory, gc_frozen):
+def reference(tiny_multi30k, tmp_path_factory, gc_frozen, optimized_graphs):
     """The uninterrupted run, in this process: `fit.train` (what the script runs) with the
-    options the script makes of `train_args`."""
+    options the script makes of `train_args`, its graphs optimized as the script's are."""
     from transformer_tf.training.fit import TrainOptions, train
 
     model_dir = tmp_path_factory.mktemp("reference")
-    with gc_frozen():
+    with gc_frozen(), optimized_graphs():
         return train(TrainOptions(
             data_dir=str(tiny_multi30k.directory), model_dir=str(model_dir), preset="tiny",
             model_overrides={"dropout": 0, "num_layers": 1},
