@@ -38,8 +38,20 @@ TIMEOUT = 420  # seconds for both workers together
 WORKER = r"""
 import json, os, runpy, sys
 import numpy as np
+from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.distribute.cluster_resolver import TFConfigClusterResolver
+from tensorflow.python.eager import context
 from transformer_tf.training import callbacks, distribution, fit, multi_worker_fit
 
+# The coordination service the strategy would set up, with 2 minutes instead of TensorFlow's
+# 10 s of missed heartbeats before a worker is declared lost: on 2 cores shared with the
+# rest of the suite a worker can be starved that long (seen once, under a profiler).
+context.context().configure_coordination_service(
+    "standalone", multi_worker_util.coordination_leader(
+        TFConfigClusterResolver().cluster_spec()),
+    coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=2)],
+    heartbeat_timeout_in_ms=120_000)
 out, time_up, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
     callbacks.TimeBudget._out_of_time = (
