@@ -34,8 +34,8 @@ except RuntimeError:
 
 # The functions traced in this process run without Grappler, TensorFlow's graph optimizer
 # (it fuses, folds and prunes; it never changes what a graph computes, only its rounding):
-# optimizing each of the thousands of small functions the tests trace, used a few times
-# each, took about a sixth of their CPU time. What users run keeps it: every command the
+# optimizing each of the many small functions the tests trace, used a few times each,
+# took about a sixth of their CPU time. What users run keeps it: every command the
 # tests start in a subprocess (the main job, the scripts, fresh-process loads of exports)
 # runs with TensorFlow's defaults, and a run compared weight for weight with one of those
 # is trained with them (`optimized_graphs`).

@@ -44,9 +44,10 @@ from tensorflow.python.distribute.cluster_resolver import TFConfigClusterResolve
 from tensorflow.python.eager import context
 from transformer_tf.training import callbacks, distribution, fit, multi_worker_fit
 
-# The coordination service the strategy would set up, with 2 minutes instead of TensorFlow's
-# 10 s of missed heartbeats before a worker is declared lost: on 2 cores shared with the
-# rest of the suite a worker can be starved that long (seen once, under a profiler).
+# The coordination service the strategy would set up, with 2 minutes of missed heartbeats
+# before a worker is declared lost instead of TensorFlow's default (a 25 s pause of one
+# worker already exceeds it): on 2 cores shared with the rest of the suite a worker can be
+# starved that long (seen once, under a profiler).
 context.context().configure_coordination_service(
     "standalone", multi_worker_util.coordination_leader(
         TFConfigClusterResolver().cluster_spec()),
