@@ -297,6 +297,28 @@ def test_a_new_study_refuses_an_existing_figure_and_a_resumed_one_redraws_its_ow
     assert redrawn[:8] == b"\x89PNG\r\n\x1a\n" and redrawn != drawn  # both runs now
 
 
+def test_a_process_given_one_arm_keeps_the_other_arms_panel(tmp_path, monkeypatch):
+    """Two processes of one study, one run with --arms time and one with --arms tokens,
+    each redraw the figure after their runs: each drawing has both arms' finished runs."""
+    from transformer_tf.visualization import curves
+
+    drawn = []
+    monkeypatch.setattr(curves, "save_curves_png",
+                        lambda panels, path, title="": drawn.append(panels))
+    rows = [{"arm": "time", "family": "transformer", "seed": 1, "curve": [[1.0, 5.0]]},
+            {"arm": "tokens", "family": "convs2s", "seed": 2, "curve": [[0.5, 4.0]]}]
+    for arms in (("time",), ("tokens",)):
+        study.draw_figure(rows, _options(tmp_path, "unused", arms=arms))
+    for panels in drawn:
+        assert [p.title for p in panels] == ["Equal training time", "Equal target tokens"]
+        assert [[(c.family, c.seed, c.points) for c in p.curves] for p in panels] == [
+            [("transformer", 1, ((1.0, 5.0),))], [("convs2s", 2, ((0.5, 4.0),))]]
+    # A process whose arm has no finished run yet still draws its (empty) panel.
+    study.draw_figure(rows[:1], _options(tmp_path, "unused", arms=("tokens",)))
+    assert [p.title for p in drawn[-1]] == ["Equal training time", "Equal target tokens"]
+    assert drawn[-1][1].curves == ()
+
+
 SCRIPT_OPTIONS = r"""
 import json, sys
 sys.path.insert(0, "bench")

@@ -379,13 +379,15 @@ def _plan_order(options: Table2Options) -> dict:
 def draw_figure(rows: list[dict], options: Table2Options) -> None:
     """The figure of every finished run's dev curve (its row's `curve`, kept in the
     results file's run_details, so a study continued in a fresh clone draws every run):
-    one panel per arm run."""
+    one panel per arm this process runs or any finished run ran (a process given one
+    --arms keeps the other arm's panel)."""
     from transformer_tf.visualization.curves import Curve, Panel, save_curves_png
 
     titles = {"time": ("Equal training time", "training minutes"),
               "tokens": ("Equal target tokens", "passes over the training data")}
     panels = []
-    for arm in (a for a in ARMS if a in options.arms):
+    arms_drawn = set(options.arms) | {row["arm"] for row in rows}
+    for arm in (a for a in ARMS if a in arms_drawn):
         curves = tuple(Curve(row["family"], row["seed"], tuple(map(tuple, row["curve"])))
                        for row in rows if row["arm"] == arm)
         panels.append(Panel(titles[arm][0], titles[arm][1], curves))
