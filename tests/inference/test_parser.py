@@ -1,6 +1,7 @@
 """The exported parser's in-graph tree reading against the Python rules, and a parsing
 SavedModel end to end on a tiny untrained model."""
 import random
+import re
 
 import numpy as np
 import pytest
@@ -145,6 +146,31 @@ def test_the_parse_script_prints_each_window_before_reading_the_next(
         err = capsys.readouterr().err
         assert "repairs: 0 in 0 of 4 sentences" in err
         assert ("each line as it is entered" in err) == typed
+
+
+def test_the_parse_script_names_the_input_line_of_a_truncated_sentence(
+        exported_parser, loaded_parser, stdin_read_by_windows, monkeypatch, caplog):
+    """From an export, read two lines a window: a sentence longer than the model's 63
+    source positions, the input's 4th line (2nd of the 2nd window), is named by its input
+    line number, and no other line is."""
+    import io
+    import sys
+
+    import transformer_tf.inference.parser as parser_module
+    from transformer_tf.cli.parse import main
+
+    loaded, _ = loaded_parser
+    monkeypatch.setattr(parser_module, "ExportedParser", lambda path, batch_size: loaded)
+    long_line = " ".join(["dogs bark loudly"] * 30)
+    lines = ["dogs bark", "", "the cat sat .", long_line]
+    printed = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", printed)
+    monkeypatch.setattr(sys, "stdin", stdin_read_by_windows(lines, printed, 2, False))
+    assert main(["--model", str(exported_parser), "--window", "2", "--quiet"]) == 0
+    assert len(printed.getvalue().splitlines()) == 4
+    warnings = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
+    assert len(warnings) == 1 and re.search(r"line 4: \d+ BPE tokens, truncated to the "
+                                            r"model's 63", warnings[0]), warnings
 
 
 def test_parser_with_words_as_leaves_copies_the_sentence_into_a_tree():

@@ -91,7 +91,7 @@ def _load_parse(args):
         from transformer_tf.inference.parser import ExportedParser
 
         exported = ExportedParser(args.model, args.batch_size)
-        return lambda lines, first_line: exported.parse(lines)  # (no warning names a line)
+        return exported.parse
     from transformer_tf.inference.batch import load_translator
     from transformer_tf.inference.loading import source_decoding
     from transformer_tf.inference.parser import parse_lines

@@ -88,13 +88,33 @@ def load_translator(model: str | None = None, model_dir: str | None = None,
             loading.translator_from_saved_model(model, decoding, n_best=n_best), n_best)
     loaded = loading.load_saved_model(model)
     proto = loading.read_bpe_model(model)
-    # Exports written before "max_source_tokens" was recorded were all Transformers.
-    max_source_tokens = info.get("max_source_tokens", info["model"].get("max_position", 0) - 1)
+    max_source_tokens = exported_max_source_tokens(info)
     serving, nbest = loaded.signatures["serving_default"], loaded.signatures["translate_nbest"]
     return LoadedTranslator(_batch_fn(lambda text: serving(text=text),
                                       lambda text: nbest(text=text), n_best),
                             proto, max_source_tokens, n_best, owner=loaded,
                             max_batch_rows=info.get("max_batch_rows", 0))
+
+
+def exported_max_source_tokens(info: dict) -> int:
+    """The most source pieces (EOS aside) an export's model reads, from its export info
+    (`loading.read_export_info`)."""
+    # Exports written before "max_source_tokens" was recorded were all Transformers.
+    return info.get("max_source_tokens", info["model"].get("max_position", 0) - 1)
+
+
+def warn_long_sources(bpe_model_proto: bytes, max_source_tokens: int, lines: Sequence[str],
+                      first_line: int = 1) -> list[int]:
+    """Warn, naming its input line number (`first_line` for lines[0]), about each line
+    longer than the model's `max_source_tokens` pieces (the model truncates it); returns
+    each line's length in pieces."""
+    processor = python_processor(bpe_model_proto)
+    lengths = [len(processor.encode(line)) for line in lines]
+    for number, length in enumerate(lengths, start=first_line):
+        if length > max_source_tokens:
+            logger.warning("line %d: %d BPE tokens, truncated to the model's %d", number,
+                           length, max_source_tokens)
+    return lengths
 
 
 def batch_rows(batch_size: int, max_batch_rows: int) -> int:
@@ -135,12 +155,8 @@ def translate_lines(translator: LoadedTranslator, lines: Sequence[str], batch_si
     Returns:
       (translations: per line a list of n_best strings, scores float [len(lines), n_best]).
     """
-    processor = python_processor(translator.bpe_model_proto)
-    lengths = [len(processor.encode(line)) for line in lines]
-    for number, length in enumerate(lengths, start=first_line):
-        if length > translator.max_source_tokens:
-            logger.warning("line %d: %d BPE tokens, truncated to the model's %d", number,
-                           length, translator.max_source_tokens)
+    lengths = warn_long_sources(translator.bpe_model_proto, translator.max_source_tokens,
+                                lines, first_line)
     outputs: list = [[""] * translator.n_best if is_blank(line) else None for line in lines]
     order = np.array([i for i in np.argsort(lengths, kind="stable") if outputs[i] is None],
                      dtype=np.int64)

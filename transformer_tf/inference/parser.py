@@ -32,8 +32,13 @@ from transformer_tf.data.linearise import (
 )
 from transformer_tf.data.treebank_reader import ROOT_LABEL
 from transformer_tf.data.treebank_to_prepared import leaves_of_vocabulary
-from transformer_tf.inference.batch import batch_rows, translate_lines
-from transformer_tf.inference.loading import load_saved_model, read_export_info
+from transformer_tf.inference.batch import (
+    batch_rows,
+    exported_max_source_tokens,
+    translate_lines,
+    warn_long_sources,
+)
+from transformer_tf.inference.loading import load_saved_model, read_bpe_model, read_export_info
 from transformer_tf.inference.translator import Translator
 
 _KIND = {kind: index for index, kind in enumerate(REPAIR_KINDS)}
@@ -246,14 +251,19 @@ class ExportedParser:
     (and at most the export's max_batch_rows)."""
 
     def __init__(self, saved_model_dir, batch_size: int = 32):
-        limit = read_export_info(saved_model_dir).get("max_batch_rows", 0)
-        self.batch_size = batch_rows(batch_size, limit)
+        info = read_export_info(saved_model_dir)
+        self.batch_size = batch_rows(batch_size, info.get("max_batch_rows", 0))
+        self._bpe_model_proto = read_bpe_model(saved_model_dir)
+        self._max_source_tokens = exported_max_source_tokens(info)
         self._loaded = load_saved_model(saved_model_dir)  # holds what the signature uses
         self._serving = self._loaded.signatures["serving_default"]
 
-    def parse(self, lines) -> tuple[list, RepairCounts]:
+    def parse(self, lines, first_line: int = 1) -> tuple[list, RepairCounts]:
         """(trees: a bracketed tree string per line, "" for an empty one; total
-        RepairCounts)."""
+        RepairCounts). A line longer than the model's positions is truncated by it, with
+        a warning naming its input line number (`first_line` for lines[0])."""
+        warn_long_sources(self._bpe_model_proto, self._max_source_tokens,
+                          [" ".join(sentence_words(line)) for line in lines], first_line)
         order = sorted(range(len(lines)), key=lambda i: len(lines[i].split()))
         trees: list = [""] * len(lines)
         total = RepairCounts()
