@@ -144,7 +144,7 @@ def test_a_killed_study_keeps_its_rows_resumes_and_renders(tmp_path, tiny_multi3
     # One seed of each family: no spread to state.
     assert [s.format(**written["values"]) for s in written["sentences"]] == [
         "After 3 minutes of training, test BLEU: Transformer 30.50 (one seed) against "
-        "ConvS2S 27.50 (one seed)."]
+        "ConvS2S 27.50 (one seed): Transformer ahead by 3.00 BLEU, in 1 of 1 seeds."]
 
     assert known_pass_sizes == ["multi30k", "convs2s_multi30k"]
     resumed = Fakes()
@@ -172,8 +172,11 @@ def test_a_killed_study_keeps_its_rows_resumes_and_renders(tmp_path, tiny_multi3
         "<!-- results:table table2/fair -->\n<!-- /results -->\n"
         "<!-- results:sentences table2/fair -->\n<!-- /results -->\n", results_dir)
     assert "| tokens | convs2s | 2 | 30 |" in text
+    # Seed 1: 30.5 vs 27.5, seed 2: 31.5 vs 26.5: a gap of 4.0 > both spreads of 1.0.
     assert ("After 3 minutes of training, test BLEU: Transformer 31.00 (mean of 2 seeds, "
-            "spread 1.00) against ConvS2S 27.00 (mean of 2 seeds, spread 1.00).") in text
+            "spread 1.00) against ConvS2S 27.00 (mean of 2 seeds, spread 1.00): Transformer "
+            "ahead by 4.00 BLEU, in 2 of 2 seeds, more than either family's seed "
+            "spread.") in text
     assert results_tables.headline(document).startswith("time: Transformer 31.00 vs ConvS2S")
     # Curves come from the validation logs the runs wrote.
     records = read_validation_log(study.run_directory(options.work_dir, "time", "multi30k", 2))
@@ -295,6 +298,64 @@ def test_a_new_study_refuses_an_existing_figure_and_a_resumed_one_redraws_its_ow
     assert resumed.trained == [("time", "convs2s_multi30k", 1)]
     redrawn = ours.read_bytes()
     assert redrawn[:8] == b"\x89PNG\r\n\x1a\n" and redrawn != drawn  # both runs now
+
+
+def _row(arm, family, seed, bleu):
+    return {"arm": arm, "family": family, "seed": seed, "test_bleu": bleu,
+            "target_tokens_per_second": None}
+
+
+def test_the_gap_its_leader_and_the_seeds_it_leads_by_hand():
+    options = study.Table2Options(data_dir="d", work_dir="w", results="r", figure="f")
+    # time: ConvS2S 30, 32 (mean 31, spread 2) against Transformer 31, 29.5 (mean 30.25,
+    # spread 1.5): ConvS2S ahead by 0.75 in seed 2 only (30 < 31 in seed 1), within 2.
+    # tokens: Transformer 34, 36 against ConvS2S 33 (seed 1 only): ahead by 2.0, 1 of 1.
+    rows = [_row("time", "convs2s", 1, 30.0), _row("time", "convs2s", 2, 32.0),
+            _row("time", "transformer", 1, 31.0), _row("time", "transformer", 2, 29.5),
+            _row("tokens", "transformer", 1, 34.0), _row("tokens", "transformer", 2, 36.0),
+            _row("tokens", "convs2s", 1, 33.0)]
+    values = study.summary_values(rows)
+    assert (values["time_gap_bleu"], values["time_leader"], values["time_paired_seeds"],
+            values["time_leader_ahead_seeds"]) == (0.75, "convs2s", 2, 1)
+    assert (values["tokens_gap_bleu"], values["tokens_leader"], values["tokens_paired_seeds"],
+            values["tokens_leader_ahead_seeds"]) == (2.0, "transformer", 1, 1)
+    assert [s.format(**values) for s in study.findings(values, options)] == [
+        "After 90 minutes of training, test BLEU: Transformer 30.25 (mean of 2 seeds, spread "
+        "1.50) against ConvS2S 31.00 (mean of 2 seeds, spread 2.00): ConvS2S ahead by 0.75 "
+        "BLEU, in 1 of 2 seeds, within the larger seed spread.",
+        "After 20 passes over the same training data, test BLEU: Transformer 35.00 (mean of 2 "
+        "seeds, spread 2.00) against ConvS2S 33.00 (one seed): Transformer ahead by 2.00 "
+        "BLEU, in 1 of 1 seeds."]
+    # Equal means: no family ahead; one family alone in an arm: no gap for that arm.
+    tie = study.summary_values([_row("time", "convs2s", 1, 30.0),
+                                _row("time", "transformer", 1, 30.0),
+                                _row("tokens", "transformer", 1, 30.0)])
+    assert tie["time_leader"] == "neither" and "tokens_leader" not in tie
+    assert study.findings(tie, options)[0].endswith(": no gap between the means.")
+
+
+def test_a_finished_study_run_again_brings_the_summary_up_to_date(
+        tmp_path, tiny_multi30k, known_pass_sizes):
+    """A results file whose summary an earlier version of the code wrote is rewritten by
+    the same command, which trains nothing; one already up to date, and its figure, are
+    left as they are."""
+    options = _options(tmp_path, tiny_multi30k.directory, arms=("time",), seeds=(1,))
+    first = Fakes()
+    study.run_table2_study(options, None, first.train, first.score, say=lambda _: None)
+    path, figure = pathlib.Path(options.results), pathlib.Path(options.figure)
+    current, drawn = path.read_text(), figure.read_bytes()
+    older = json.loads(current)
+    older["sentences"] = ["After 3 minutes of training: an older summary."]
+    del older["values"]["time_leader"]
+    path.write_text(json.dumps(older, indent=1) + "\n")
+    figure.write_bytes(b"stale")
+    again = Fakes()
+    study.run_table2_study(options, None, again.train, again.score, say=lambda _: None)
+    assert again.trained == [] and path.read_text() == current
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    figure.write_bytes(drawn + b"untouched")
+    study.run_table2_study(options, None, again.train, again.score, say=lambda _: None)
+    assert path.read_text() == current and figure.read_bytes() == drawn + b"untouched"
 
 
 def test_a_process_given_one_arm_keeps_the_other_arms_panel(tmp_path, monkeypatch):

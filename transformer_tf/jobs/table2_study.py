@@ -21,7 +21,8 @@ counts FLOPs, a floor this package cannot import) and the run's training FLOPs.
 The results file (results/README.md's format) and the figure are rewritten after each
 finished run, so a killed study loses at most the run it was training; run the same
 command again: finished runs are kept, the interrupted one resumes from its checkpoint
-with what is left of its budget (`train` counts the budget across invocations). A figure
+with what is left of its budget (`train` counts the budget across invocations), and
+the summary (values, sentences) is brought up to this code's rules. A figure
 file already there is replaced only if the results file records it as this study's: a
 new study is refused before training rather than replace another study's figure.
 """
@@ -191,7 +192,10 @@ def curve_points(records, arm: str, steps_per_pass: float) -> tuple:
 def summary_values(rows: list[dict]) -> dict:
     """Per arm and family: mean test BLEU over seeds and its spread (max - min), median
     tokens/s; keys `<arm>_<family>_test_bleu_mean`, `..._spread`, `..._seeds`,
-    `<arm>_<family>_tokens_per_second`."""
+    `<arm>_<family>_tokens_per_second`. Per arm both families ran: the gap between their
+    means, `<arm>_gap_bleu` (>= 0), the family ahead, `<arm>_leader` ("transformer",
+    "convs2s" or "neither"), the seeds both ran, `<arm>_paired_seeds`, and in how many of
+    those the family ahead scored higher, `<arm>_leader_ahead_seeds`."""
     values = {"runs": len(rows)}
     groups: dict = {}
     for row in rows:
@@ -206,12 +210,30 @@ def summary_values(rows: list[dict]) -> dict:
                   if r["target_tokens_per_second"] is not None]
         if speeds:
             values[f"{prefix}_tokens_per_second"] = round(statistics.median(speeds))
+    for arm in ARMS:
+        by_seed = {family: {r["seed"]: r["test_bleu"] for r in groups.get((arm, family), [])}
+                   for family in FAMILY_NAMES}
+        if not all(by_seed.values()):
+            continue
+        gap = round(values[f"{arm}_transformer_test_bleu_mean"]
+                    - values[f"{arm}_convs2s_test_bleu_mean"], 2)
+        leader = "transformer" if gap > 0 else "convs2s" if gap < 0 else "neither"
+        other = {"transformer": "convs2s", "convs2s": "transformer"}.get(leader)
+        paired = sorted(set(by_seed["transformer"]) & set(by_seed["convs2s"]))
+        values[f"{arm}_gap_bleu"] = abs(gap)
+        values[f"{arm}_leader"] = leader
+        values[f"{arm}_paired_seeds"] = len(paired)
+        values[f"{arm}_leader_ahead_seeds"] = 0 if other is None else sum(
+            by_seed[leader][seed] > by_seed[other][seed] for seed in paired)
     return values
 
 
 def findings(values: dict, options: Table2Options) -> list[str]:
     """Sentences (format strings over `values`) for the arms both families finished: each
-    family's mean test BLEU with its number of seeds and their spread (none for one)."""
+    family's mean test BLEU with its number of seeds and their spread (none for one); the
+    gap between the means, in how many of the shared seeds the family ahead is ahead,
+    and, with two or more seeds of each, whether the gap exceeds both seed spreads (the
+    noise the study can see) or not."""
     budget = {"time": f"{options.minutes:g} minutes of training",
               "tokens": f"{options.passes:g} passes over the same training data"}
     sentences = []
@@ -226,8 +248,24 @@ def findings(values: dict, options: Table2Options) -> list[str]:
             spread = ("one seed" if seeds == 1 else
                       f"mean of {seeds} seeds, spread {{{prefix}_test_bleu_spread:.2f}}")
             parts.append(f"{FAMILY_NAMES[family]} {{{prefix}_test_bleu_mean:.2f}} ({spread})")
-        sentences.append(f"After {budget[arm]}, test BLEU: " + " against ".join(parts) + ".")
+        sentences.append(f"After {budget[arm]}, test BLEU: " + " against ".join(parts)
+                         + _gap_clause(values, arm) + ".")
     return sentences
+
+
+def _gap_clause(values: dict, arm: str) -> str:
+    """": Transformer ahead by 2.14 BLEU, in 2 of 2 seeds, more than ..." (`findings`)."""
+    leader = values[f"{arm}_leader"]
+    if leader == "neither":
+        return ": no gap between the means"
+    clause = (f": {FAMILY_NAMES[leader]} ahead by {{{arm}_gap_bleu:.2f}} BLEU, in "
+              f"{{{arm}_leader_ahead_seeds}} of {{{arm}_paired_seeds}} seeds")
+    if all(values[f"{arm}_{f}_seeds"] >= 2 for f in FAMILY_NAMES):
+        spread = max(values[f"{arm}_{f}_test_bleu_spread"] for f in FAMILY_NAMES)
+        beyond = values[f"{arm}_gap_bleu"] > spread
+        clause += (", more than either family's seed spread" if beyond
+                   else ", within the larger seed spread")
+    return clause
 
 
 def results_document(rows: list[dict], options: Table2Options, started: dict) -> dict:
@@ -343,9 +381,11 @@ def _write_json(path: pathlib.Path, document: dict) -> None:
     tmp.replace(path)
 
 
-def _record_run(path: pathlib.Path, row: dict, pass_sizes: dict,
+def _record_run(path: pathlib.Path, row: dict | None, pass_sizes: dict,
                 options: Table2Options) -> list[dict]:
     """Add a finished run to the results file and redraw the figure; returns every row.
+    With `row` None, only bring the file's summary (values, sentences) up to this code's
+    rules: rewritten, with the figure, only where it differs.
 
     Another process of the same study (`train_only`) may have added runs since this one
     read the file: under a lock in the work directory the file is read again and this
@@ -356,11 +396,18 @@ def _record_run(path: pathlib.Path, row: dict, pass_sizes: dict,
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(str(lock_path)):
         rows, recorded = _read_document(path, options)
-        rows = [r for r in rows if r["key"] != row["key"]] + [row]
+        if row is not None:
+            rows = [r for r in rows if r["key"] != row["key"]] + [row]
         order = _plan_order(options)
         rows.sort(key=lambda r: order.get(r["key"], len(order)))
         sizes = {**recorded.pop("pass_sizes"), **pass_sizes}
-        _write_json(path, {**results_document(rows, options, recorded), "pass_sizes": sizes})
+        document = {**results_document(rows, options, recorded), "pass_sizes": sizes}
+        summary = ("values", "units", "headline", "sentences")
+        if row is None and path.exists() and all(
+                json.loads(path.read_text()).get(k) == json.loads(json.dumps(document[k]))
+                for k in summary):
+            return rows
+        _write_json(path, document)
         draw_figure(rows, options)
     return rows
 
@@ -470,6 +517,8 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
         rows = _record_run(path, row, pass_sizes, options)
         say(f"[{index}/{len(plan)}] {key}: test BLEU {scores['test_bleu']:.2f} -> {path}, "
             f"{options.figure}")
-    rows, recorded = _read_document(path, options)  # with the runs of other processes
+    if rows or path.exists():  # with the runs of other processes, this code's summary
+        _record_run(path, None, pass_sizes, options)
+    rows, recorded = _read_document(path, options)
     return {**results_document(rows, options, recorded),
             "pass_sizes": {**recorded.pop("pass_sizes"), **pass_sizes}}
