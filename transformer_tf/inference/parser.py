@@ -262,9 +262,10 @@ class ExportedParser:
         """(trees: a bracketed tree string per line, "" for an empty one; total
         RepairCounts). A line longer than the model's positions is truncated by it, with
         a warning naming its input line number (`first_line` for lines[0])."""
-        warn_long_sources(self._bpe_model_proto, self._max_source_tokens,
-                          [" ".join(sentence_words(line)) for line in lines], first_line)
-        order = sorted(range(len(lines)), key=lambda i: len(lines[i].split()))
+        lengths = warn_long_sources(self._bpe_model_proto, self._max_source_tokens,
+                                    [" ".join(sentence_words(line)) for line in lines],
+                                    first_line)
+        order = sorted(range(len(lines)), key=lengths.__getitem__)  # batches of like length
         trees: list = [""] * len(lines)
         total = RepairCounts()
         for start in range(0, len(order), self.batch_size):
