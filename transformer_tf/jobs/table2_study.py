@@ -195,7 +195,7 @@ def summary_values(rows: list[dict]) -> dict:
     `<arm>_<family>_tokens_per_second`. Per arm both families ran: the gap between their
     means, `<arm>_gap_bleu` (>= 0), the family ahead, `<arm>_leader` ("transformer",
     "convs2s" or "neither"), the seeds both ran, `<arm>_paired_seeds`, and in how many of
-    those the family ahead scored higher, `<arm>_leader_ahead_seeds`."""
+    those the family ahead scored higher, `<arm>_leader_ahead_seeds` (none for "neither")."""
     values = {"runs": len(rows)}
     groups: dict = {}
     for row in rows:
@@ -223,8 +223,9 @@ def summary_values(rows: list[dict]) -> dict:
         values[f"{arm}_gap_bleu"] = abs(gap)
         values[f"{arm}_leader"] = leader
         values[f"{arm}_paired_seeds"] = len(paired)
-        values[f"{arm}_leader_ahead_seeds"] = 0 if other is None else sum(
-            by_seed[leader][seed] > by_seed[other][seed] for seed in paired)
+        if other is not None:
+            values[f"{arm}_leader_ahead_seeds"] = sum(
+                by_seed[leader][seed] > by_seed[other][seed] for seed in paired)
     return values
 
 
@@ -402,14 +403,17 @@ def _record_run(path: pathlib.Path, row: dict | None, pass_sizes: dict,
         rows.sort(key=lambda r: order.get(r["key"], len(order)))
         sizes = {**recorded.pop("pass_sizes"), **pass_sizes}
         document = {**results_document(rows, options, recorded), "pass_sizes": sizes}
-        summary = ("values", "units", "headline", "sentences")
-        if row is None and path.exists() and all(
-                json.loads(path.read_text()).get(k) == json.loads(json.dumps(document[k]))
-                for k in summary):
+        if row is None and _same_summary(json.loads(path.read_text()), document):
             return rows
         _write_json(path, document)
         draw_figure(rows, options)
     return rows
+
+
+def _same_summary(written: dict, document: dict) -> bool:
+    """Whether a results file as read holds `document`'s summary (compared as JSON)."""
+    keys = ("values", "units", "headline", "sentences")
+    return all(written.get(k) == json.loads(json.dumps(document[k])) for k in keys)
 
 
 def _plan(options: Table2Options) -> list[tuple]:
@@ -517,7 +521,7 @@ def run_table2_study(options: Table2Options, flops_per_target_token: Callable | 
         rows = _record_run(path, row, pass_sizes, options)
         say(f"[{index}/{len(plan)}] {key}: test BLEU {scores['test_bleu']:.2f} -> {path}, "
             f"{options.figure}")
-    if rows or path.exists():  # with the runs of other processes, this code's summary
+    if path.exists():  # with the runs of other processes, this code's summary
         _record_run(path, None, pass_sizes, options)
     rows, recorded = _read_document(path, options)
     return {**results_document(rows, options, recorded),
