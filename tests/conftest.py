@@ -15,35 +15,56 @@ from transformer_tf.runtime.cpu import prefer_onednn_for_training  # noqa: E402 
 # alike (weight for weight, with Grappler on for both: `optimized_graphs` below).
 prefer_onednn_for_training()
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-from transformer_tf.training.distribution import split_cpu  # noqa: E402
 
-# Two logical CPU devices, so that tests can run MirroredStrategy with 2 replicas in this
-# process (tests/training/test_replicas.py). pytest imports this file before any test
-# module, i.e. before TensorFlow initialises its devices; the default strategy still uses
-# /cpu:0 only. If TF was initialised earlier (a plugin?), the split is skipped and the
-# tests that need two devices run themselves in a subprocess instead.
-try:
-    split_cpu(2)
-except RuntimeError:
-    pass
+def pytest_configure(config):
+    """TensorFlow's set-up for the tests, in every process that runs tests (a test worker,
+    or pytest alone), before any test module is imported. Not in pytest-xdist's controller,
+    which only hands modules to its workers: it never loads TensorFlow (pytest held back
+    TensorFlow's start-up lines there and printed them below the summary). The start-up
+    lines of the processes that do load it are dropped as a command's quiet console
+    drops them (`runtime.console.StderrFilter`); every other line passes."""
+    if not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
+        return
+    from transformer_tf.runtime.console import StderrFilter
 
-# The functions traced in this process run without Grappler, TensorFlow's graph optimizer
-# (it fuses, folds and prunes; it never changes what a graph computes, only its rounding):
-# optimizing each of the many small functions the tests trace, used a few times each,
-# took about a sixth of their CPU time. What users run keeps it: every command the
-# tests start in a subprocess (the main job, the scripts, fresh-process loads of exports)
-# runs with TensorFlow's defaults, and a run compared weight for weight with one of those
-# is trained with them (`optimized_graphs`).
-tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    start_up_lines = StderrFilter()
+    try:
+        _set_up_tensorflow()
+    finally:
+        start_up_lines.close()
+
+
+def _set_up_tensorflow():
+    import tensorflow as tf
+
+    from transformer_tf.training.distribution import split_cpu
+
+    # Two logical CPU devices, so that tests can run MirroredStrategy with 2 replicas in
+    # this process (tests/training/test_replicas.py). This runs before any test module is
+    # imported, i.e. before TensorFlow initialises its devices; the default strategy still
+    # uses /cpu:0 only. If TF was initialised earlier (a plugin?), the split is skipped and
+    # the tests that need two devices run themselves in a subprocess instead.
+    try:
+        split_cpu(2)
+    except RuntimeError:
+        pass
+
+    # The functions traced in this process run without Grappler, TensorFlow's graph
+    # optimizer (it fuses, folds and prunes; it never changes what a graph computes, only
+    # its rounding): optimizing each of the many small functions the tests trace, used a
+    # few times each, took about a sixth of their CPU time. What users run keeps it: every
+    # command the tests start in a subprocess (the main job, the scripts, fresh-process
+    # loads of exports) runs with TensorFlow's defaults, and a run compared weight for
+    # weight with one of those is trained with them (`optimized_graphs`).
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 @contextlib.contextmanager
 def _optimized_graphs():
+    import tensorflow as tf
+
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
     try:
         yield
@@ -64,6 +85,8 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
+    import keras
+
     keras.utils.set_random_seed(0)
     keras.mixed_precision.set_global_policy("float32")
     yield
@@ -207,6 +230,8 @@ def write_checkpointed_run():
     """A function (directory, model_config, steps, average_last) -> directory that writes a
     run directory (run_config.json) with training checkpoints ckpt-<step> for each of
     `steps`, of model and Adam state, each with different random weights (seeded)."""
+    import numpy as np
+
     from transformer_tf.config import DecodingConfig, TrainingConfig
     from transformer_tf.rundir import checkpoints, model_dir as model_dir_lib
     from transformer_tf.training.fit import build_model_and_optimizer
