@@ -24,12 +24,13 @@ def pytest_configure(config):
     which only hands modules to its workers: it never loads TensorFlow (pytest held back
     TensorFlow's start-up lines there and printed them below the summary). The start-up
     lines of the processes that do load it are dropped as a command's quiet console
-    drops them (`runtime.console.StderrFilter`); every other line passes."""
+    drops them (`runtime.console.StderrFilter`, at the TF_CPP_MIN_LOG_LEVEL in force: 0
+    shows them); every other line passes."""
     if not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
         return
-    from transformer_tf.runtime.console import StderrFilter
+    from transformer_tf.runtime.console import LEVEL_VARIABLE, StderrFilter, level_in_force
 
-    start_up_lines = StderrFilter()
+    start_up_lines = StderrFilter(level_in_force(os.environ[LEVEL_VARIABLE]))
     try:
         _set_up_tensorflow()
     finally:
